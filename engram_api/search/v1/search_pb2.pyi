@@ -1,0 +1,36 @@
+from engram_api.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SearchRequest(_message.Message):
+    __slots__ = ("caller", "arguments_json")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    caller: _common_pb2.Caller
+    arguments_json: bytes
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., arguments_json: _Optional[bytes] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("value_json",)
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    value_json: bytes
+    def __init__(self, value_json: _Optional[bytes] = ...) -> None: ...
+
+class InvalidateRequest(_message.Message):
+    __slots__ = ("scope", "record_id")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    record_id: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., record_id: _Optional[str] = ...) -> None: ...
+
+class InvalidateResponse(_message.Message):
+    __slots__ = ("surfaces",)
+    SURFACES_FIELD_NUMBER: _ClassVar[int]
+    surfaces: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, surfaces: _Optional[_Iterable[str]] = ...) -> None: ...

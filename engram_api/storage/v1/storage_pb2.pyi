@@ -222,3 +222,23 @@ class RecordCoverageResponse(_message.Message):
     COVERAGE_RECEIPT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     coverage_receipt_digest: str
     def __init__(self, coverage_receipt_digest: _Optional[str] = ...) -> None: ...
+
+class GetOutboxItemRequest(_message.Message):
+    __slots__ = ("outbox_id",)
+    OUTBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    outbox_id: str
+    def __init__(self, outbox_id: _Optional[str] = ...) -> None: ...
+
+class OutboxItem(_message.Message):
+    __slots__ = ("outbox_id", "task", "scope", "object_id", "state")
+    OUTBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    outbox_id: str
+    task: str
+    scope: _common_pb2.Scope
+    object_id: str
+    state: str
+    def __init__(self, outbox_id: _Optional[str] = ..., task: _Optional[str] = ..., scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., object_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...

@@ -94,6 +94,11 @@ class StorageServiceStub:
                 request_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.RecordCoverageRequest.SerializeToString,
                 response_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.RecordCoverageResponse.FromString,
                 _registered_method=True)
+        self.GetOutboxItem = channel.unary_unary(
+                '/engram.storage.v1.StorageService/GetOutboxItem',
+                request_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.GetOutboxItemRequest.SerializeToString,
+                response_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.OutboxItem.FromString,
+                _registered_method=True)
 
 
 class StorageServiceServicer:
@@ -178,6 +183,14 @@ class StorageServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetOutboxItem(self, request, context):
+        """The ids an outbox task works on (scope and object), so task messages carry only the
+        outbox id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -240,6 +253,11 @@ def add_StorageServiceServicer_to_server(servicer, server):
                     servicer.RecordCoverage,
                     request_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.RecordCoverageRequest.FromString,
                     response_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.RecordCoverageResponse.SerializeToString,
+            ),
+            'GetOutboxItem': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetOutboxItem,
+                    request_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.GetOutboxItemRequest.FromString,
+                    response_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.OutboxItem.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -566,6 +584,33 @@ class StorageService:
             '/engram.storage.v1.StorageService/RecordCoverage',
             engram__api_dot_storage_dot_v1_dot_storage__pb2.RecordCoverageRequest.SerializeToString,
             engram__api_dot_storage_dot_v1_dot_storage__pb2.RecordCoverageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetOutboxItem(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.storage.v1.StorageService/GetOutboxItem',
+            engram__api_dot_storage_dot_v1_dot_storage__pb2.GetOutboxItemRequest.SerializeToString,
+            engram__api_dot_storage_dot_v1_dot_storage__pb2.OutboxItem.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from search_service.ranking import DocMeta
 from search_service.tokenizer import TOKENIZER_DESCRIPTION, tokenize
@@ -78,6 +78,7 @@ def fields_of(record: Mapping[str, object]) -> dict[str, str]:
     return fields
 
 
+@runtime_checkable
 class Index(Protocol):
     """What the search service needs from a per-scope lexical engine."""
 

@@ -1,0 +1,198 @@
+import math
+import random
+
+import pytest
+
+from search_service.lexical import (
+    FIELD_WEIGHTS,
+    FIELDS,
+    LEXICAL_PROFILE_CONFIG,
+    Index,
+    LexicalIndex,
+    fields_of,
+)
+from search_service.ranking import DocMeta
+from search_service.tokenizer import tokenize
+
+from .helpers import record
+
+
+def meta(doc_id: str) -> DocMeta:
+    return DocMeta(record_id=doc_id, valid_from_ms=0)
+
+
+def build(docs: dict[str, dict[str, str]]) -> LexicalIndex:
+    index = LexicalIndex()
+    for doc_id, fields in docs.items():
+        index.add(doc_id, fields, meta(doc_id))
+    return index
+
+
+def reference_scores(docs: dict[str, dict[str, str]], query: str) -> dict[str, float]:
+    """BM25 over weighted fields written straight from the formula in docs/ranking.md."""
+    n = len(docs)
+    tokens = {d: {f: tokenize(fs.get(f, "")) for f in FIELDS} for d, fs in docs.items()}
+    avg = {f: sum(len(tokens[d][f]) for d in docs) / n for f in FIELDS}
+    scores: dict[str, float] = {}
+    for term in tokenize(query):
+        df = sum(1 for d in docs if any(term in tokens[d][f] for f in FIELDS))
+        if df == 0:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for d in docs:
+            for f in FIELDS:
+                tf = tokens[d][f].count(term)
+                if tf == 0:
+                    continue
+                norm = tf + 1.2 * (1 - 0.75 + 0.75 * len(tokens[d][f]) / avg[f])
+                scores[d] = scores.get(d, 0.0) + idf * tf * 2.2 / norm * FIELD_WEIGHTS[f]
+    return scores
+
+
+def test_constants():
+    assert FIELDS == ("primary", "decision", "evidence", "context", "citations")
+    assert dict(FIELD_WEIGHTS) == {
+        "primary": 3.0, "decision": 2.0, "evidence": 1.5, "context": 1.0, "citations": 0.5,
+    }
+    assert LEXICAL_PROFILE_CONFIG["k1"] == 1.2
+    assert LEXICAL_PROFILE_CONFIG["b"] == 0.75
+    assert LEXICAL_PROFILE_CONFIG["engine"] == "engram-bm25f/py-1"
+    assert isinstance(LexicalIndex(), Index)  # structural: the protocol is satisfiable
+
+
+def test_bm25_hand_computation():
+    # N = 2; "banana" is in one doc (df = 1): idf = ln(1 + 1.5 / 1.5) = ln 2.
+    # doc a primary has 2 tokens, avg primary length 1.5:
+    # tf part = 1 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 2 / 1.5)) = 2.2 / 2.5 = 0.88; weight 3.
+    index = build({"a": {"primary": "apple banana"}, "b": {"primary": "apple"}})
+    assert index.search("banana") == [("a", pytest.approx(0.88 * 3.0 * math.log(2), rel=1e-12))]
+    # "apple": df = 2, idf = ln(1 + 0.5 / 2.5) = ln 1.2. doc b: 1 token -> 2.2 / (1 + 1.2 * 0.75)
+    hits = dict(index.search("apple"))
+    assert hits["b"] == pytest.approx(math.log(1.2) * 3.0 * 2.2 / 1.9, rel=1e-12)
+    assert hits["a"] == pytest.approx(math.log(1.2) * 3.0 * 0.88, rel=1e-12)
+
+
+def test_matches_reference_on_a_small_corpus():
+    docs = {
+        "d1": {"primary": "the cache eviction policy uses lru", "evidence": "benchmark lru lru",
+               "citations": "doc://cache/lru"},
+        "d2": {"primary": "deploy with kubernetes", "context": "cache warmup before deploy"},
+        "d3": {"decision": "choose redis as cache", "context": "memcached was slower",
+               "citations": "doc://redis"},
+        "d4": {"primary": "unrelated note about lunch"},
+    }
+    index = build(docs)
+    for query in ("cache lru", "deploy cache redis", "lunch lunch", "nothing matches here"):
+        expected = reference_scores(docs, query)
+        got = dict(index.search(query))
+        assert got.keys() == expected.keys()
+        for doc_id, score in expected.items():
+            assert got[doc_id] == pytest.approx(score, rel=1e-12)
+
+
+def test_field_weights_matter():
+    index = build({"p": {"primary": "zebra"}, "c": {"citations": "zebra"},
+                   "x": {"primary": "other", "citations": "other"}})
+    hits = dict(index.search("zebra"))
+    # same tf, same length, same average length in both fields: only the weight differs
+    assert hits["p"] / hits["c"] == pytest.approx(3.0 / 0.5, rel=1e-12)
+    assert index.search("zebra")[0][0] == "p"
+
+
+def test_query_term_frequency_counts():
+    index = build({"a": {"primary": "zebra crossing"}, "b": {"primary": "crossing"}})
+    single = dict(index.search("zebra"))["a"]
+    assert dict(index.search("zebra zebra"))["a"] == pytest.approx(2 * single, rel=1e-15)
+
+
+def test_order_and_no_truncation():
+    index = build({f"d{i:04d}": {"primary": "common term " + "pad " * (i % 7)} for i in range(700)})
+    hits = index.search("common")
+    assert len(hits) == 700
+    assert hits == sorted(hits, key=lambda h: (-h[1], h[0]))
+    assert all(score > 0 and math.isfinite(score) for _, score in hits)
+
+
+def test_empty_cases():
+    assert LexicalIndex().search("anything") == []
+    index = build({"a": {"primary": "something"}})
+    assert index.search("") == []
+    assert index.search("a b ab !!") == []  # only dropped tokens
+
+
+def test_add_remove_keep_stats_exact():
+    rng = random.Random(7)
+    vocab = [f"w{i:03d}" for i in range(60)] + ["日本", "é", "straße"]
+
+    def text() -> str:
+        return " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 12)))
+
+    def fields() -> dict[str, str]:
+        return {f: text() for f in FIELDS if rng.random() < 0.7}
+
+    live: dict[str, dict[str, str]] = {}
+    index = LexicalIndex()
+    for step in range(600):
+        doc_id = f"d{rng.randint(0, 80)}"
+        if rng.random() < 0.35:
+            assert index.remove(doc_id) is (doc_id in live)
+            live.pop(doc_id, None)
+        else:
+            live[doc_id] = fields()
+            index.add(doc_id, live[doc_id], meta(doc_id))  # re-adding replaces
+        if step % 50 == 0 or step == 599:
+            fresh = build(dict(sorted(live.items())))
+            assert len(index) == len(fresh) == len(live)
+            for _ in range(5):
+                query = " ".join(rng.choice(vocab) for _ in range(3))
+                assert index.search(query) == fresh.search(query)  # bit-identical
+    for doc_id in list(live):
+        index.remove(doc_id)
+    assert len(index) == 0
+    assert index.search(" ".join(vocab)) == []
+    assert index._df == {} and all(not p for p in index._postings)
+    assert index._total_lengths == [0] * len(FIELDS)
+
+
+def test_membership_and_meta():
+    index = LexicalIndex()
+    m = DocMeta(record_id="a", valid_from_ms=5, valid_to_ms=9, expires_at_ms=None)
+    index.add("a", {"primary": "hello"}, m)
+    assert "a" in index and "b" not in index
+    assert index.meta("a") == m and index.metas == {"a": m}
+    assert index.remove("b") is False
+    assert index.remove("a") is True
+    assert index.meta("a") is None
+
+
+def test_unknown_field_refused():
+    with pytest.raises(ValueError):
+        LexicalIndex().add("a", {"title": "x"}, meta("a"))
+
+
+def test_fields_of_record():
+    rec = record(
+        "mem_a",
+        "primary decision text",
+        kind="decision",
+        others=(("decision", "second decision"), ("evidence", "ev one"),
+                ("context", "ctx one"), ("evidence", "ev two")),
+        sources=("doc://one", "https://two.example/x"),
+    )
+    assert fields_of(rec) == {
+        "primary": "primary decision text",
+        "decision": "second decision",  # the primary component is not repeated here
+        "evidence": "ev one\nev two",
+        "context": "ctx one",
+        "citations": "doc://one\nhttps://two.example/x",
+    }
+
+
+def test_fields_of_rejects_broken_records():
+    rec = record("mem_a", "text")
+    rec["primary_component_id"] = "missing"
+    with pytest.raises(ValueError):
+        fields_of(rec)
+    rec = record("mem_a", "text", others=(("opinion", "x"),))
+    with pytest.raises(ValueError):
+        fields_of(rec)

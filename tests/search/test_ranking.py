@@ -1,0 +1,199 @@
+import math
+
+import pytest
+
+from search_service.lexical import LEXICAL_PROFILE_CONFIG, LexicalIndex, fields_of
+from search_service.ranking import (
+    HALF_LIFE_MS,
+    PROFILE,
+    DocMeta,
+    RankedHit,
+    is_eligible,
+    profile_config,
+    rank,
+    recency,
+    round_score,
+)
+
+from .helpers import DAY_MS, NOW_MS, record
+
+NOW = NOW_MS
+
+
+def metas_for(*ids: str, valid_from_ms: int = NOW) -> dict[str, DocMeta]:
+    return {i: DocMeta(record_id=i, valid_from_ms=valid_from_ms) for i in ids}
+
+
+def by_id(hits: list[RankedHit]) -> dict[str, RankedHit]:
+    return {h.record_id: h for h in hits}
+
+
+def test_single_channel_rrf_normalised():
+    hits = rank([("a", 9.0), ("b", 5.0), ("c", 1.0)], None, metas_for("a", "b", "c"), NOW)
+    assert [h.record_id for h in hits] == ["a", "b", "c"]
+    assert [h.rank for h in hits] == [1, 2, 3]
+    assert hits[0].fused == 1.0
+    assert hits[1].fused == round_score(61 / 62)
+    assert hits[2].fused == round_score(61 / 63)
+    assert all(h.recency == 1.0 for h in hits)
+    assert hits[0].score == 1.0
+    assert hits[1].score == round_score(0.85 * round_score(61 / 62) + 0.15)
+
+
+def test_two_channels_rrf():
+    metas = metas_for("a", "b", "c")
+    hits = by_id(rank([("a", 3.0), ("b", 2.0)], [("a", 0.9), ("c", 0.8)], metas, NOW))
+    assert hits["a"].fused == 1.0  # first in both channels
+    assert hits["b"].fused == round_score((1 / 62) * 61 / 2)
+    assert hits["c"].fused == round_score((1 / 62) * 61 / 2)
+    # a used semantic channel counts in the normalisation even when it has no hits
+    alone = rank([("a", 3.0)], [], metas, NOW)
+    assert alone[0].fused == 0.5
+
+
+def test_channel_ties_by_record_id():
+    hits = rank([("b", 2.0), ("a", 2.0)], None, metas_for("a", "b"), NOW)
+    assert [(h.record_id, h.fused) for h in hits] == [("a", 1.0), ("b", round_score(61 / 62))]
+
+
+def test_final_ties_by_record_id():
+    metas = metas_for("x", "y")
+    # x: lexical 1 + semantic 2; y: lexical 2 + semantic 1 -> same fused, same recency
+    hits = rank([("y", 1.0), ("x", 2.0)], [("y", 0.9), ("x", 0.1)], metas, NOW)
+    assert hits[0].score == hits[1].score
+    assert [h.record_id for h in hits] == ["x", "y"]
+
+
+def test_equal_scores_order_by_recency_before_record_id():
+    # Very old records: a 1 ms age difference moves recency (12 significant digits) but not
+    # the score. "a" is older than "b", so record_id order alone would put "a" first.
+    old = NOW - 10 * HALF_LIFE_MS
+    metas = {
+        "a": DocMeta(record_id="a", valid_from_ms=old - 1),
+        "b": DocMeta(record_id="b", valid_from_ms=old),
+    }
+    hits = rank([("a", 1.0)], [("b", 1.0)], metas, NOW)
+    assert hits[0].score == hits[1].score
+    assert hits[0].recency > hits[1].recency
+    assert [h.record_id for h in hits] == ["b", "a"]
+
+
+def test_recency_half_life():
+    assert recency(DocMeta("a", NOW), NOW) == 1.0
+    assert recency(DocMeta("a", NOW - HALF_LIFE_MS), NOW) == 0.5
+    assert recency(DocMeta("a", NOW - 2 * HALF_LIFE_MS), NOW) == 0.25
+    assert HALF_LIFE_MS == 30 * DAY_MS
+    # age is measured from valid_time.t, whatever t_end says
+    assert recency(DocMeta("a", NOW - HALF_LIFE_MS, valid_to_ms=NOW + DAY_MS), NOW) == 0.5
+    # future starts are clamped (only reachable outside rank, which filters them out)
+    assert recency(DocMeta("a", NOW + DAY_MS), NOW) == 1.0
+    assert recency(DocMeta("a", -(2**53 - 1)), NOW) == 0.0
+
+
+def test_recency_moves_score_but_never_creates_hits():
+    metas = {
+        "old": DocMeta("old", NOW - 4 * HALF_LIFE_MS),
+        "new": DocMeta("new", NOW),
+        "fresh_but_unmatched": DocMeta("fresh_but_unmatched", NOW),
+    }
+    hits = rank([("old", 2.0), ("new", 1.0)], None, metas, NOW)
+    assert [h.record_id for h in hits] == ["new", "old"]  # recency overturns a close fused
+    assert "fresh_but_unmatched" not in by_id(hits)
+    assert rank([], None, metas, NOW) == []
+    assert rank([], [], metas, NOW) == []
+
+
+@pytest.mark.parametrize(
+    ("meta", "eligible"),
+    [
+        (DocMeta("r", NOW), True),  # valid from exactly now
+        (DocMeta("r", NOW + 1), False),  # starts 1 ms later
+        (DocMeta("r", NOW - 5, valid_to_ms=NOW), True),  # ends exactly now (closed)
+        (DocMeta("r", NOW - 5, valid_to_ms=NOW - 1), False),  # ended 1 ms ago
+        (DocMeta("r", NOW, valid_to_ms=NOW), True),  # an instant
+        (DocMeta("r", NOW - 5, expires_at_ms=NOW + 1), True),  # expires 1 ms later
+        (DocMeta("r", NOW - 5, expires_at_ms=NOW), False),  # expires exactly now
+        (DocMeta("r", NOW - 5, expires_at_ms=NOW - 1), False),
+    ],
+)
+def test_eligibility_boundaries(meta, eligible):
+    assert is_eligible(meta, NOW) is eligible
+    hits = rank([("r", 1.0)], None, {"r": meta}, NOW)
+    assert [h.record_id for h in hits] == (["r"] if eligible else [])
+
+
+def test_ineligible_and_unknown_docs_do_not_take_channel_ranks():
+    metas = {
+        "gone": DocMeta("gone", NOW - 10, expires_at_ms=NOW),
+        "kept": DocMeta("kept", NOW),
+    }
+    hits = rank([("gone", 9.0), ("unknown", 8.0), ("kept", 1.0)], None, metas, NOW)
+    assert [(h.record_id, h.fused, h.rank) for h in hits] == [("kept", 1.0, 1)]
+
+
+def test_channel_input_errors():
+    metas = metas_for("a")
+    with pytest.raises(ValueError):
+        rank([("a", math.nan)], None, metas, NOW)
+    with pytest.raises(ValueError):
+        rank([("a", 1.0), ("a", 2.0)], None, metas, NOW)
+
+
+def test_scores_are_rounded_finite_and_bounded():
+    ids = [f"mem_{i:04d}" for i in range(300)]
+    metas = {i: DocMeta(i, NOW - n * 3_600_000 * 7) for n, i in enumerate(ids)}
+    lexical = [(i, 1000.0 / (n + 1)) for n, i in enumerate(ids)]
+    semantic = [(i, math.sin(n)) for n, i in enumerate(reversed(ids))]
+    hits = rank(lexical, semantic, metas, NOW)
+    assert [h.rank for h in hits] == list(range(1, 301))
+    for h in hits:
+        for value in (h.score, h.fused, h.recency):
+            assert math.isfinite(value) and 0.0 <= value <= 1.0
+            assert round_score(value) == value
+        assert h.score == round_score(0.85 * h.fused + 0.15 * h.recency)
+    keys = [(-h.score, -h.recency, h.record_id) for h in hits]
+    assert keys == sorted(keys)
+
+
+def test_round_score():
+    assert round_score(0.1234567890123456) == 0.123456789012
+    assert round_score(1.0) == 1.0
+    with pytest.raises(ValueError):
+        round_score(math.inf)
+
+
+def test_profile_config():
+    config = profile_config(LEXICAL_PROFILE_CONFIG)
+    assert config["profile"] == PROFILE == "engram-hybrid/v1"
+    assert config["fusion"]["k"] == 60
+    assert config["recency"]["half_life_ms"] == 30 * DAY_MS
+    assert config["channels"] == {"lexical": dict(LEXICAL_PROFILE_CONFIG)}
+    with_semantic = profile_config(LEXICAL_PROFILE_CONFIG, {"model": "m"})
+    assert with_semantic["channels"]["semantic"] == {"model": "m"}
+
+
+def test_quality_sanity_relevant_record_first():
+    corpus = [
+        record("mem_deploy", "We deploy the gateway with Kubernetes and a rolling update",
+               others=(("evidence", "rollout logs show zero downtime"),)),
+        record("mem_cache", "Use Redis as the session cache with a one hour TTL",
+               others=(("context", "memcached lacked persistence we needed"),),
+               sources=("doc://adr/cache-choice",)),
+        record("mem_lunch", "Team lunch is on Thursdays at the Italian place"),
+        record("mem_db", "The journal lives in MongoDB with majority write concern",
+               others=(("evidence", "a cache of hot records sits in front"),)),
+        record("mem_auth", "Hosts sign invocation contexts with Ed25519 keys"),
+    ]
+    index = LexicalIndex()
+    for rec in corpus:
+        index.add(rec["record_id"], fields_of(rec),
+                  DocMeta(rec["record_id"], rec["valid_time"]["t"]))
+    cases = {
+        "which cache did we choose for sessions": "mem_cache",
+        "how is the gateway deployed on kubernetes": "mem_deploy",
+        "mongodb write concern for the journal": "mem_db",
+        "ed25519 host keys": "mem_auth",
+    }
+    for query, expected in cases.items():
+        hits = rank(index.search(query), None, index.metas, NOW)
+        assert hits and hits[0].record_id == expected, query

@@ -1,0 +1,39 @@
+# The two commands of the README:
+#   make up     start the whole system on loopback (datastores included)
+#   make test   run the full test suite (what .ci/run runs)
+# Both create .venv and install the project with its dev extras on first use.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: up test install protos check-protos bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+up: $(STAMP)
+	$(BIN)/engram up
+
+# pytest exits 5 when it collected nothing; that is reported, not treated as a crash.
+test: $(STAMP)
+	@$(BIN)/python -m pytest -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+protos: $(STAMP)
+	$(BIN)/python scripts/gen_protos.py
+
+check-protos: $(STAMP)
+	$(BIN)/python scripts/gen_protos.py --check
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .engram .pytest_cache

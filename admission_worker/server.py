@@ -1,0 +1,51 @@
+"""``engram admission``: the AdmissionService process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as aioredis
+
+from admission_worker.service import AdmissionServicer
+from admission_worker.settings import AdmissionSettings
+from engram_api.admission.v1 import admission_pb2_grpc
+from engram_api.storage.v1 import storage_pb2_grpc
+from engram_core import logs
+from engram_core.grpc_server import RunningServer, channel, create_server, run_until_signal
+from engram_core.taskq import make_celery
+
+log = logging.getLogger("engram.admission")
+
+
+async def create(settings: AdmissionSettings) -> tuple[RunningServer, Callable[[], Awaitable[None]]]:
+    storage_channel = channel(settings.storage_addr)
+    redis = aioredis.Redis.from_url(settings.redis_url)
+    servicer = AdmissionServicer(
+        storage_pb2_grpc.StorageServiceStub(storage_channel),
+        make_celery(settings.redis_url, settings.task_queue),
+        redis,
+    )
+    running = await create_server(
+        settings, lambda server: admission_pb2_grpc.add_AdmissionServiceServicer_to_server(servicer, server)
+    )
+
+    async def close() -> None:
+        await storage_channel.close()
+        await redis.aclose()
+
+    return running, close
+
+
+async def serve(settings: AdmissionSettings) -> None:
+    running, close = await create(settings)
+    log.info("admission service listening on port %d", running.port)
+    await run_until_signal(running, settings.stop_grace_seconds, close)
+
+
+def main() -> int:
+    settings = AdmissionSettings()
+    logs.configure("admission", settings.log_level)
+    asyncio.run(serve(settings))
+    return 0

@@ -1,0 +1,75 @@
+"""AdmissionService: register the request with storage, enqueue the decision task, wait for the
+decision within the caller's deadline (SPEC §5 request_admission, §10)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+
+import grpc
+import redis.asyncio as aioredis
+from celery import Celery
+
+from engram_api.admission.v1 import admission_pb2, admission_pb2_grpc
+from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
+from engram_core.canonical import canonicalize
+from engram_core.errors import Code, EngramError
+from engram_core.grpc_errors import error_from_rpc, rpc_boundary
+from engram_core.taskq import DECIDE_ADMISSION
+from admission_worker.results import wait_for_result
+
+log = logging.getLogger("engram.admission")
+
+# Time kept back from the caller's deadline to read the decision and answer.
+ANSWER_MARGIN_SECONDS = 0.25
+
+
+class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
+    def __init__(self, storage: storage_pb2_grpc.StorageServiceStub, celery: Celery, redis: aioredis.Redis) -> None:
+        self._storage = storage
+        self._celery = celery
+        self._redis = redis
+
+    async def _begin(self, request: admission_pb2.RequestAdmissionRequest, timeout: float) -> storage_pb2.BeginAdmissionResponse:
+        try:
+            return await self._storage.BeginAdmission(
+                storage_pb2.BeginAdmissionRequest(
+                    caller=request.caller,
+                    candidate_id=request.candidate_id,
+                    idempotency_key=request.idempotency_key,
+                    operation_digest=request.operation_digest,
+                ),
+                timeout=max(timeout, 0.05),
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc) from None
+
+    @rpc_boundary
+    async def RequestAdmission(
+        self, request: admission_pb2.RequestAdmissionRequest, context: grpc.aio.ServicerContext
+    ) -> admission_pb2.RequestAdmissionResponse:
+        loop = asyncio.get_running_loop()
+        remaining = context.time_remaining()
+        deadline = loop.time() + (remaining if remaining is not None else 30.0)
+        begun = await self._begin(request, deadline - loop.time())
+        if begun.outcome_json:
+            return _answer(begun.outcome_json, replayed=True)
+        task_id = f"{begun.request_id}.{uuid.uuid4().hex[:8]}"
+        await asyncio.to_thread(
+            self._celery.send_task, DECIDE_ADMISSION, args=[begun.request_id], task_id=task_id
+        )
+        wait = deadline - loop.time() - ANSWER_MARGIN_SECONDS
+        if wait <= 0 or not await wait_for_result(self._redis, task_id, wait):
+            raise EngramError(Code.MUTATION_OUTCOME_UNKNOWN)
+        decided = await self._begin(request, deadline - loop.time())
+        if not decided.outcome_json:
+            # The task ended without a decision (e.g. retries exhausted): outcome unknown.
+            raise EngramError(Code.MUTATION_OUTCOME_UNKNOWN)
+        return _answer(decided.outcome_json, replayed=False)
+
+
+def _answer(outcome_json: bytes, *, replayed: bool) -> admission_pb2.RequestAdmissionResponse:
+    value = {"outcome": json.loads(outcome_json), "replayed": replayed}
+    return admission_pb2.RequestAdmissionResponse(value_json=canonicalize(value))

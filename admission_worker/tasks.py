@@ -1,0 +1,129 @@
+"""Celery tasks: decide admission, destroy keys, invalidate projections.
+
+Tasks take ids only, are idempotent (storage refuses to apply an effect twice), run with
+``acks_late`` and retry only on retriable contract codes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import grpc
+from celery import Celery
+
+from admission_worker.decide import decide
+from engram_api.search.v1 import search_pb2, search_pb2_grpc
+from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
+from engram_core.errors import EngramError
+from engram_core.grpc_errors import error_from_rpc
+from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY, INVALIDATE_PROJECTION
+
+log = logging.getLogger("engram.worker")
+
+MAX_RETRIES = 8
+GRPC_OPTIONS = [("grpc.max_receive_message_length", 16 * 1024 * 1024)]
+
+
+class TransientTaskError(Exception):
+    """A retriable contract error; Celery retries the task with back-off."""
+
+
+@dataclass
+class TaskClients:
+    storage: storage_pb2_grpc.StorageServiceStub
+    search: search_pb2_grpc.SearchServiceStub
+    timeout: float
+
+    @classmethod
+    def connect(cls, storage_addr: str, search_addr: str, timeout: float) -> "TaskClients":
+        return cls(
+            storage_pb2_grpc.StorageServiceStub(grpc.insecure_channel(storage_addr, options=GRPC_OPTIONS)),
+            search_pb2_grpc.SearchServiceStub(grpc.insecure_channel(search_addr, options=GRPC_OPTIONS)),
+            timeout,
+        )
+
+    def call(self, method, request):  # type: ignore[no-untyped-def]
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            error = error_from_rpc(exc)
+            if error.retriable:
+                raise TransientTaskError(error.code.value) from None
+            raise error from None
+
+
+def run_decision(clients: TaskClients, request_id: str) -> str:
+    opened = clients.call(clients.storage.OpenCandidate, storage_pb2.OpenCandidateRequest(request_id=request_id))
+    if opened.outcome_json:
+        return "already_decided"
+    verdict = decide(
+        json.loads(opened.payload_json),
+        json.loads(opened.evidence_json),
+        json.loads(opened.policy_json),
+        duplicate_of_record_id=opened.duplicate_of_record_id,
+        matches_forgotten=opened.matches_forgotten,
+    )
+    clients.call(
+        clients.storage.CommitDecision,
+        storage_pb2.CommitDecisionRequest(
+            request_id=request_id, decision=verdict.decision, reason=verdict.reason, trust=verdict.trust
+        ),
+    )
+    return verdict.decision
+
+
+def run_destroy_key(clients: TaskClients, outbox_id: str) -> str:
+    reply = clients.call(clients.storage.DestroyKey, storage_pb2.DestroyKeyRequest(outbox_id=outbox_id))
+    return reply.key_destruction_receipt_digest
+
+
+def run_invalidation(clients: TaskClients, outbox_id: str) -> str:
+    item = clients.call(clients.storage.GetOutboxItem, storage_pb2.GetOutboxItemRequest(outbox_id=outbox_id))
+    if item.state == "done":
+        return "already_done"
+    removed = clients.call(
+        clients.search.Invalidate, search_pb2.InvalidateRequest(scope=item.scope, record_id=item.object_id)
+    )
+    reply = clients.call(
+        clients.storage.RecordCoverage,
+        storage_pb2.RecordCoverageRequest(outbox_id=outbox_id, surfaces=list(removed.surfaces)),
+    )
+    return reply.coverage_receipt_digest
+
+
+def register_tasks(app: Celery, clients: TaskClients) -> None:
+    """Bind the three tasks to ``app`` with ``clients``."""
+    retry = {
+        "bind": True,
+        "acks_late": True,
+        "autoretry_for": (TransientTaskError,),
+        "retry_backoff": 0.2,
+        "retry_backoff_max": 10,
+        "retry_jitter": True,
+        "max_retries": MAX_RETRIES,
+    }
+
+    @app.task(name=DECIDE_ADMISSION, **retry)
+    def decide_admission(self, request_id: str) -> str:  # type: ignore[no-untyped-def]
+        return _logged(self, "decide", lambda: run_decision(clients, request_id))
+
+    @app.task(name=DESTROY_KEY, **retry)
+    def destroy_key(self, outbox_id: str) -> str:  # type: ignore[no-untyped-def]
+        return _logged(self, "destroy_key", lambda: run_destroy_key(clients, outbox_id))
+
+    @app.task(name=INVALIDATE_PROJECTION, **retry)
+    def invalidate_projection(self, outbox_id: str) -> str:  # type: ignore[no-untyped-def]
+        return _logged(self, "invalidate", lambda: run_invalidation(clients, outbox_id))
+
+
+def _logged(task, what: str, run) -> str:  # type: ignore[no-untyped-def]
+    try:
+        result = run()
+    except EngramError as exc:
+        # Permanent: recorded, not retried. The id and code only.
+        log.error("task %s failed: %s", what, exc.code.value, extra={"task_id": task.request.id})
+        raise
+    log.info("task %s done", what, extra={"task_id": task.request.id})
+    return str(result)

@@ -1,0 +1,80 @@
+"""``engram admin``: the operator CLI over the AdminService (SPEC §12).
+
+The storage address and operator credential come from ENGRAM_STORAGE_ADDR / ENGRAM_ADMIN_TOKEN,
+or from the state directory of a running ``engram up`` (``--state-dir``, default ``.engram``).
+On a local stack, ``enable`` also allows the dev host to act for the tenant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import grpc
+
+from engram_api.admin.v1 import admin_pb2, admin_pb2_grpc
+from engram_api.common.v1 import common_pb2
+from engram_core.schemas.tools import TOOL_NAMES
+from engram_cli.stackstate import StackState
+
+
+async def _call(addr: str, token: str, method: str, request: object) -> admin_pb2.ScopeState:
+    async with grpc.aio.insecure_channel(addr) as chan:
+        stub = admin_pb2_grpc.AdminServiceStub(chan)
+        return await getattr(stub, method)(request, metadata=(("authorization", f"Bearer {token}"),), timeout=10)
+
+
+async def enable_scope(
+    addr: str, token: str, tenant: str, workspace: str, tools: list[str], confirm: list[str]
+) -> admin_pb2.ScopeState:
+    request = admin_pb2.EnableScopeRequest(
+        scope=common_pb2.Scope(tenant=tenant, workspace=workspace), tools=tools, confirmation_required=confirm
+    )
+    return await _call(addr, token, "EnableScope", request)
+
+
+def _target(opts: argparse.Namespace) -> tuple[str, str, StackState | None]:
+    state = StackState.load(Path(opts.state_dir)) if (Path(opts.state_dir) / "stack.json").exists() else None
+    addr = os.environ.get("ENGRAM_STORAGE_ADDR") or (state.storage_addr if state else None)
+    token = os.environ.get("ENGRAM_ADMIN_TOKEN") or (state.admin_token() if state else None)
+    if not addr or not token:
+        raise SystemExit("engram admin: set ENGRAM_STORAGE_ADDR and ENGRAM_ADMIN_TOKEN, or run it beside `engram up`")
+    return addr, token, state
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="engram admin", description=__doc__)
+    parser.add_argument("--state-dir", default=".engram")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("enable", "disable", "show"):
+        cmd = sub.add_parser(name)
+        cmd.add_argument("--tenant", required=True)
+        cmd.add_argument("--workspace", required=True)
+        if name == "enable":
+            cmd.add_argument("--tools", nargs="+", choices=TOOL_NAMES, default=[], help="granted tools (default: all six)")
+            cmd.add_argument(
+                "--confirm", nargs="+", default=[],
+                choices=["engram_memory_capture", "engram_memory_request_admission"],
+                help="tools that need a human confirmation in this scope",
+            )
+    opts = parser.parse_args(argv)
+    addr, token, state = _target(opts)
+    scope = common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace)
+    try:
+        if opts.command == "enable":
+            reply = asyncio.run(enable_scope(addr, token, opts.tenant, opts.workspace, opts.tools, opts.confirm))
+            if state is not None:
+                state.allow_dev_host_tenant(opts.tenant)
+        elif opts.command == "disable":
+            reply = asyncio.run(_call(addr, token, "DisableScope", admin_pb2.DisableScopeRequest(scope=scope)))
+        else:
+            reply = asyncio.run(_call(addr, token, "GetScope", admin_pb2.GetScopeRequest(scope=scope)))
+    except grpc.aio.AioRpcError as exc:
+        print(f"engram admin: {exc.code().name}", file=sys.stderr)
+        return 1
+    print(json.dumps({"enabled": reply.enabled, "policy": json.loads(reply.policy_json or b"{}")}, indent=2))
+    return 0

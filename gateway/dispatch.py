@@ -1,0 +1,259 @@
+"""The gateway's one request path: verify the host context, decide visibility, validate,
+bind purpose, check the confirmation, forward to the owning service, wrap the envelope.
+
+Protocol refusals (-32603 / -32602) are raised as :class:`ProtocolRefusal`; every other
+outcome of ``tools/call`` is an envelope (SPEC §4).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engram_api.admission.v1 import admission_pb2
+from engram_api.common.v1 import common_pb2
+from engram_api.search.v1 import search_pb2
+from engram_api.storage.v1 import storage_pb2
+from engram_core import envelope
+from engram_core.canonical import canonicalize
+from engram_core.digests import capture_identity_digest, digest, operation_digest, scope_digest
+from engram_core.errors import Code, EngramError, ProtocolRefusal
+from engram_core.ids import candidate_id_from_digest
+from engram_core.schemas.tools import TOOL_NAMES, TOOLS
+from engram_core.schemas.validate import validate_arguments, with_defaults
+from engram_core.timefmt import now_ms
+from gateway.backends import Backends, caller_message
+from gateway.confirmation import ConfirmationGrant, ConfirmationVerifier
+from gateway.context import ContextVerifier, InvocationContext
+from gateway.reads import build_get_value
+
+CONTEXT_META_KEY = "io.engram/context"
+CONFIRMATION_META_KEY = "io.engram/confirmation"
+CONTEXT_HEADER = "engram-context"
+
+log = logging.getLogger("engram.gateway")
+
+
+@dataclass(frozen=True)
+class ScopePolicy:
+    enabled: bool
+    tools: frozenset[str]
+    confirmation_required: frozenset[str]
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "ScopePolicy":
+        raw = json.loads(data)
+        return cls(
+            enabled=bool(raw.get("enabled")),
+            tools=frozenset(raw.get("tools") or ()),
+            confirmation_required=frozenset(raw.get("confirmation_required") or ()),
+            raw=raw,
+        )
+
+
+def _token(meta: Mapping[str, Any] | None, key: str) -> str | None:
+    if not meta or key not in meta:
+        return None
+    value = meta[key]
+    if not isinstance(value, str):
+        raise ProtocolRefusal.untrusted()
+    return value
+
+
+class Dispatcher:
+    """Serves tools/list and tools/call for both transports."""
+
+    def __init__(
+        self,
+        backends: Backends,
+        contexts: ContextVerifier,
+        confirmations: ConfirmationVerifier,
+        max_call_seconds: float = 30.0,
+    ) -> None:
+        self._backends = backends
+        self._contexts = contexts
+        self._confirmations = confirmations
+        self._max_call_seconds = max_call_seconds
+
+    async def _verify(self, meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None) -> InvocationContext:
+        header_token = headers.get(CONTEXT_HEADER) if headers is not None else None
+        return await self._contexts.verify(_token(meta, CONTEXT_META_KEY), header_token)
+
+    async def _policy(self, ctx: InvocationContext) -> ScopePolicy:
+        request = storage_pb2.GetScopePolicyRequest(
+            scope=common_pb2.Scope(tenant=ctx.tenant, workspace=ctx.workspace)
+        )
+        reply = await self._backends.call(self._backends.storage.GetScopePolicy, request, self._timeout(ctx))
+        return ScopePolicy.from_json(reply.policy_json)
+
+    async def visible_tools(self, ctx: InvocationContext) -> list[str]:
+        """Host opt-in ∩ operator grants, and nothing when memory is off for the scope."""
+        policy = await self._policy(ctx)
+        if not policy.enabled:
+            return []
+        return [name for name in TOOL_NAMES if name in ctx.tools and name in policy.tools]
+
+    async def list_tools(self, meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None) -> list[str]:
+        ctx = await self._verify(meta, headers)
+        try:
+            return await self.visible_tools(ctx)
+        except EngramError:
+            # No envelope exists for tools/list: an unknowable policy shows no tools.
+            log.warning("policy unavailable for tools/list", extra={"scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
+            return []
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Any,
+        meta: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
+    ) -> dict[str, Any]:
+        ctx = await self._verify(meta, headers)
+        if name not in TOOLS:
+            raise ProtocolRefusal.unknown_tool()
+        try:
+            policy = await self._policy(ctx)
+        except EngramError as exc:
+            return envelope.failure(exc, ctx.audit_id)
+        if not policy.enabled or name not in ctx.tools or name not in policy.tools:
+            raise ProtocolRefusal.unknown_tool()
+        try:
+            value = await self._run(name, arguments if arguments is not None else {}, ctx, policy, meta)
+        except EngramError as exc:
+            return envelope.failure(exc, ctx.audit_id)
+        except ProtocolRefusal:
+            raise
+        except Exception:  # noqa: BLE001 - the boundary: constant answer, detail in the log
+            log.exception("unexpected error in %s", name)
+            return envelope.failure(EngramError(Code.STORE_UNAVAILABLE), ctx.audit_id)
+        return envelope.success(value, ctx.audit_id)
+
+    def _timeout(self, ctx: InvocationContext, grant: ConfirmationGrant | None = None) -> float:
+        deadline = ctx.deadline_ms if grant is None else min(ctx.deadline_ms, grant.execution_deadline_ms)
+        remaining = (deadline - now_ms()) / 1000.0
+        if remaining <= 0:
+            raise EngramError(Code.DEADLINE_EXCEEDED)
+        return min(remaining, self._max_call_seconds)
+
+    async def _run(
+        self,
+        name: str,
+        arguments: Any,
+        ctx: InvocationContext,
+        policy: ScopePolicy,
+        meta: Mapping[str, Any] | None,
+    ) -> Any:
+        tool = TOOLS[name]
+        validate_arguments(name, arguments, now_ms=now_ms())
+        self._bind_purpose(name, arguments, ctx)
+        grant: ConfirmationGrant | None = None
+        if tool.confirmation_always or name in policy.confirmation_required:
+            grant = await self._confirmations.verify(
+                _token(meta, CONFIRMATION_META_KEY),
+                ctx=ctx,
+                tool=name,
+                target=self._target(name, arguments, ctx),
+                arguments=arguments,
+            )
+        timeout = self._timeout(ctx, grant)
+        caller = caller_message(ctx)
+        if not tool.mutation:
+            return await self._read(name, arguments, ctx, caller, policy, timeout)
+        try:
+            return await self._mutate(name, arguments, caller, grant, timeout)
+        except EngramError as exc:
+            if exc.code in (Code.DEADLINE_EXCEEDED, Code.CANCELLED, Code.STORE_UNAVAILABLE):
+                # The operation may have happened: the client retries with the same key.
+                raise EngramError(Code.MUTATION_OUTCOME_UNKNOWN) from None
+            raise
+
+    @staticmethod
+    def _bind_purpose(name: str, arguments: dict[str, Any], ctx: InvocationContext) -> None:
+        if name == "engram_memory_capture":
+            purpose = arguments["payload"]["purpose_ref"]
+        elif name in ("engram_memory_search", "engram_memory_get"):
+            purpose = arguments["purpose_ref"]
+        else:
+            return
+        if purpose != ctx.purpose_ref:
+            raise ProtocolRefusal.untrusted()
+
+    @staticmethod
+    def _target(name: str, arguments: dict[str, Any], ctx: InvocationContext) -> str:
+        """The object a confirmation names. A capture's target is the candidate it will create."""
+        field = TOOLS[name].target_field
+        if field is not None:
+            return str(arguments[field])
+        identity = capture_identity_digest(ctx.tenant, ctx.workspace, ctx.principal, arguments["idempotency_key"])
+        return candidate_id_from_digest(identity)
+
+    async def _read(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        ctx: InvocationContext,
+        caller: common_pb2.Caller,
+        policy: ScopePolicy,
+        timeout: float,
+    ) -> Any:
+        args = with_defaults(name, arguments)
+        if name == "engram_memory_search":
+            request = search_pb2.SearchRequest(caller=caller, arguments_json=canonicalize(args))
+            reply = await self._backends.call(self._backends.search.Search, request, timeout)
+            return json.loads(reply.value_json)
+        request = storage_pb2.GetRecordRequest(caller=caller, record_id=args["record_id"])
+        reply = await self._backends.call(self._backends.storage.GetRecord, request, timeout)
+        return build_get_value(reply, ctx, policy.raw, args["max_packet_bytes"])
+
+    async def _mutate(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        caller: common_pb2.Caller,
+        grant: ConfirmationGrant | None,
+        timeout: float,
+    ) -> Any:
+        op_digest = operation_digest(name, arguments)
+        key = arguments["idempotency_key"]
+        b = self._backends
+        if name == "engram_memory_capture":
+            request = storage_pb2.CaptureRequest(
+                caller=caller,
+                idempotency_key=key,
+                operation_digest=op_digest,
+                payload_json=canonicalize(arguments["payload"]),
+                evidence_json=canonicalize(arguments["evidence"]),
+            )
+            reply = await b.call(b.storage.Capture, request, timeout)
+            return json.loads(reply.value_json)
+        if name == "engram_memory_request_admission":
+            request = admission_pb2.RequestAdmissionRequest(
+                caller=caller,
+                candidate_id=arguments["candidate_id"],
+                idempotency_key=key,
+                operation_digest=op_digest,
+            )
+            reply = await b.call(b.admission.RequestAdmission, request, timeout)
+            return json.loads(reply.value_json)
+        assert grant is not None
+        transition = storage_pb2.TransitionRequest(
+            caller=caller,
+            idempotency_key=key,
+            operation_digest=op_digest,
+            target=arguments["candidate_id" if name == "engram_memory_withdraw" else "record_id"],
+            reason_ref=arguments["reason_ref"],
+            authorization_digest=digest(
+                "authorization",
+                {"tool": name, "approver": grant.approver, "approved_at": int(grant.approved_at * 1000)},
+            ),
+        )
+        method = b.storage.Withdraw if name == "engram_memory_withdraw" else b.storage.Forget
+        reply = await b.call(method, transition, timeout)
+        return json.loads(reply.value_json)
+
+

@@ -1,0 +1,121 @@
+"""The MCP face of the gateway: a low-level ``mcp`` Server whose handlers delegate to the
+Dispatcher, served over Streamable HTTP (stateless, at /mcp, with /healthz and /readyz) or
+stdio."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from engram_core.errors import ProtocolRefusal
+from engram_core.schemas.tools import TOOLS
+from gateway.backends import Backends
+from gateway.dispatch import Dispatcher
+
+log = logging.getLogger("engram.gateway")
+
+SERVER_NAME = "engram-memory"
+SERVER_VERSION = "0.1.0"
+INSTRUCTIONS = (
+    "Governed long-term memory. Search before you capture; capture creates an encrypted pending "
+    "candidate that only admission can turn into a record. Tenant, workspace, identity, purpose "
+    "and confirmations are bound by your host, never by arguments."
+)
+
+
+def _tool(name: str) -> types.Tool:
+    tool = TOOLS[name]
+    ann = tool.annotations
+    return types.Tool(
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        output_schema=tool.output_schema,
+        annotations=types.ToolAnnotations(
+            title=tool.title,
+            read_only_hint=ann["readOnlyHint"],
+            destructive_hint=ann["destructiveHint"],
+            idempotent_hint=ann["idempotentHint"],
+            open_world_hint=ann["openWorldHint"],
+        ),
+    )
+
+
+def _headers(ctx: Any) -> Mapping[str, str] | None:
+    request = getattr(ctx, "request", None)
+    headers = getattr(request, "headers", None)
+    return headers if headers is not None else None
+
+
+def _to_mcp_error(exc: ProtocolRefusal) -> MCPError:
+    return MCPError(exc.jsonrpc_code, str(exc))
+
+
+def build_server(dispatcher: Dispatcher) -> Server[Any]:
+    async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        try:
+            names = await dispatcher.list_tools(params.meta if params else None, _headers(ctx))
+        except ProtocolRefusal as exc:
+            raise _to_mcp_error(exc) from None
+        return types.ListToolsResult(tools=[_tool(n) for n in names])
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            result = await dispatcher.call_tool(params.name, params.arguments, params.meta, _headers(ctx))
+        except ProtocolRefusal as exc:
+            raise _to_mcp_error(exc) from None
+        text = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=result,
+            is_error=not result["ok"],
+        )
+
+    def input_schema(name: str) -> Mapping[str, Any] | None:
+        tool = TOOLS.get(name)
+        return tool.input_schema if tool else None
+
+    return Server(
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        get_tool_input_schema=input_schema,
+    )
+
+
+def build_http_app(server: Server[Any], backends: Backends, host: str) -> Starlette:
+    """/mcp (stateless Streamable HTTP, JSON responses) plus /healthz and /readyz."""
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
+    )
+
+    async def healthz(_: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_: Request) -> JSONResponse:
+        ready = await backends.all_serving()
+        return JSONResponse({"status": "ready" if ready else "not_ready"}, status_code=200 if ready else 503)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    return Starlette(
+        routes=[Route("/healthz", healthz), Route("/readyz", readyz), Mount("/", app=mcp_app)],
+        lifespan=lifespan,
+    )

@@ -1,0 +1,99 @@
+"""``engram gateway``: the MCP gateway process (Streamable HTTP, or ``--stdio`` for a host that
+runs it as a child process)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+import uvicorn
+
+from engram_core import logs
+from gateway.backends import Backends
+from gateway.confirmation import ConfirmationVerifier
+from gateway.context import ContextVerifier, ReplayGuard
+from gateway.dispatch import Dispatcher
+from gateway.hosts import HostRegistry
+from gateway.mcp_app import build_http_app, build_server
+from gateway.settings import GatewaySettings
+
+log = logging.getLogger("engram.gateway")
+
+
+@dataclass
+class Gateway:
+    dispatcher: Dispatcher
+    backends: Backends
+    redis: aioredis.Redis
+
+    async def close(self) -> None:
+        await self.backends.close()
+        await self.redis.aclose()
+
+
+@asynccontextmanager
+async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
+    """Wire registry, replay guard, verifiers and backends from settings."""
+    registry = HostRegistry.load(settings.host_registry)
+    redis = aioredis.Redis.from_url(settings.redis_url)
+    replay = ReplayGuard(redis)
+    backends = Backends(settings.storage_addr, settings.search_addr, settings.admission_addr)
+    dispatcher = Dispatcher(
+        backends,
+        ContextVerifier(registry, settings.audience, replay),
+        ConfirmationVerifier(registry, settings.audience, replay),
+        max_call_seconds=settings.max_call_seconds,
+    )
+    gateway = Gateway(dispatcher, backends, redis)
+    try:
+        yield gateway
+    finally:
+        await gateway.close()
+
+
+async def serve_http(settings: GatewaySettings) -> None:
+    async with open_gateway(settings) as gw:
+        app = build_http_app(build_server(gw.dispatcher), gw.backends, settings.gateway_host)
+        config = uvicorn.Config(
+            app,
+            host=settings.gateway_host,
+            port=settings.gateway_port,
+            log_level="warning",
+            timeout_graceful_shutdown=int(settings.stop_grace_seconds),
+            lifespan="on",
+        )
+        server = uvicorn.Server(config)
+        log.info("gateway listening on %s:%d", settings.gateway_host, settings.gateway_port)
+        await server.serve()
+
+
+async def serve_stdio(settings: GatewaySettings) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with open_gateway(settings) as gw:
+        server = build_server(gw.dispatcher)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="engram gateway", description=__doc__)
+    parser.add_argument("--stdio", action="store_true", help="serve MCP over stdin/stdout")
+    opts = parser.parse_args(argv)
+    settings = GatewaySettings()  # type: ignore[call-arg]
+    logs.configure("gateway", settings.log_level)
+    try:
+        asyncio.run(serve_stdio(settings) if opts.stdio else serve_http(settings))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""Gateway settings (environment, ``ENGRAM_`` prefix)."""
+
+from __future__ import annotations
+
+from engram_core.settings import BaseEngramSettings
+
+
+class GatewaySettings(BaseEngramSettings):
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 8080
+    storage_addr: str = "127.0.0.1:50051"
+    search_addr: str = "127.0.0.1:50052"
+    admission_addr: str = "127.0.0.1:50053"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # The trusted-host registry file (JSON); reloaded when it changes.
+    host_registry: str
+    # The audience every context and confirmation must name.
+    audience: str
+    # Upper bound for one downstream call, whatever the context deadline says.
+    max_call_seconds: float = 30.0

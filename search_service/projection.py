@@ -1,0 +1,119 @@
+"""Per-scope search projections, kept current by tailing the storage journal.
+
+A projection holds the scope's ``accepted_current`` records (decrypted, in memory) in a
+lexical index. Before every answer it catches up to the journal head, so a record that left
+``accepted_current`` (forget, expiry, …) is gone before the next search answers, and the
+answer can name the cursor it is valid through. A fresh replica builds each scope lazily from
+the journal on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from engram_api.common.v1 import common_pb2
+from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
+from engram_core.grpc_errors import error_from_rpc
+from engram_core.timefmt import parse_instant
+from search_service.lexical import LexicalIndex, fields_of
+from search_service.ranking import DocMeta
+
+JOURNAL_BATCH = 1000
+ACCEPTED = "accepted_current"
+
+
+@dataclass
+class ScopeProjection:
+    index: LexicalIndex = field(default_factory=LexicalIndex)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The journal cursor each record was accepted at (snapshot semantics for later pages).
+    accepted_at: dict[str, int] = field(default_factory=dict)
+    cursor: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def add(self, record: dict[str, Any], cursor: int) -> None:
+        record_id = record["record_id"]
+        retention = record.get("retention") or {}
+        expires = retention.get("expires_at")
+        meta = DocMeta(
+            record_id=record_id,
+            valid_from_ms=record["valid_time"]["t"],
+            valid_to_ms=record["valid_time"].get("t_end"),
+            expires_at_ms=parse_instant(expires) if expires else None,
+        )
+        self.index.remove(record_id)
+        self.index.add(record_id, fields_of(record), meta)
+        self.records[record_id] = record
+        self.accepted_at[record_id] = cursor
+
+    def remove(self, record_id: str) -> bool:
+        self.records.pop(record_id, None)
+        self.accepted_at.pop(record_id, None)
+        return self.index.remove(record_id)
+
+
+class Projections:
+    """All scopes this replica has served."""
+
+    def __init__(self, storage: storage_pb2_grpc.StorageServiceStub, rpc_seconds: float) -> None:
+        self._storage = storage
+        self._rpc_seconds = rpc_seconds
+        self._scopes: dict[tuple[str, str], ScopeProjection] = {}
+
+    def peek(self, tenant: str, workspace: str) -> ScopeProjection | None:
+        return self._scopes.get((tenant, workspace))
+
+    async def current(self, tenant: str, workspace: str) -> ScopeProjection:
+        """The scope's projection, caught up with the journal head. Hold ``.lock`` to read it."""
+        projection = self._scopes.setdefault((tenant, workspace), ScopeProjection())
+        async with projection.lock:
+            await self._catch_up(common_pb2.Scope(tenant=tenant, workspace=workspace), projection)
+        return projection
+
+    async def policy(self, tenant: str, workspace: str) -> dict[str, Any]:
+        """The scope's operator policy (redaction allowlist and friends)."""
+        reply = await self._call(
+            self._storage.GetScopePolicy,
+            storage_pb2.GetScopePolicyRequest(scope=common_pb2.Scope(tenant=tenant, workspace=workspace)),
+        )
+        return json.loads(reply.policy_json)
+
+    async def _catch_up(self, scope: common_pb2.Scope, projection: ScopeProjection) -> None:
+        while True:
+            reply = await self._call(
+                self._storage.ReadJournal,
+                storage_pb2.ReadJournalRequest(scope=scope, after_cursor=str(projection.cursor), limit=JOURNAL_BATCH),
+            )
+            to_fetch: dict[str, int] = {}
+            for event in reply.events:
+                cursor = int(event.cursor)
+                if event.to_state == ACCEPTED:
+                    to_fetch[event.object_id] = cursor
+                elif event.object_id in projection.records or event.object_id in to_fetch:
+                    to_fetch.pop(event.object_id, None)
+                    projection.remove(event.object_id)
+            if to_fetch:
+                await self._fetch(scope, projection, to_fetch)
+            if reply.events:
+                projection.cursor = int(reply.events[-1].cursor)
+            if not reply.events or projection.cursor >= int(reply.head_cursor or "0"):
+                return
+
+    async def _fetch(self, scope: common_pb2.Scope, projection: ScopeProjection, ids: dict[str, int]) -> None:
+        reply = await self._call(
+            self._storage.FetchRecords, storage_pb2.FetchRecordsRequest(scope=scope, record_ids=list(ids))
+        )
+        for item in reply.records:
+            if item.state == ACCEPTED and item.record_json:
+                projection.add(json.loads(item.record_json), ids[item.record_id])
+
+    async def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, timeout=self._rpc_seconds)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc) from None

@@ -9,13 +9,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 PROFILE = "engram-hybrid/v1"
 RRF_K = 60
 HALF_LIFE_MS = 30 * 24 * 60 * 60 * 1000
 FUSED_WEIGHT = 0.85
 RECENCY_WEIGHT = 0.15
-SIGNIFICANT_DIGITS = 12
+SCORE_DECIMALS = 12
+_SCALE = 10.0**SCORE_DECIMALS
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +34,9 @@ class DocMeta:
     expires_at_ms: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RankedHit:
+class RankedHit(NamedTuple):
+    """One ranked record: ``rank`` is 1-based; ``score``, ``fused``, ``recency`` in [0, 1]."""
+
     record_id: str
     score: float
     rank: int
@@ -57,29 +60,32 @@ def recency(meta: DocMeta, now_ms: int) -> float:
 
 
 def round_score(value: float) -> float:
-    """Round to 12 significant digits (correctly rounded), so scores are stable and finite."""
-    if not math.isfinite(value):
-        raise ValueError("score must be finite")
-    return float(format(value, f".{SIGNIFICANT_DIGITS}g"))
+    """Quantise a value in [0, 1] to 12 decimals: ``floor(value * 1e12 + 0.5) / 1e12``.
+
+    Plain IEEE-754 binary64 operations, so the result is the same on every platform and its
+    shortest repr (what canonical JSON prints) has at most 12 decimals.
+    """
+    if not 0.0 <= value <= 1.0:  # also refuses NaN
+        raise ValueError("score out of range")
+    return math.floor(value * _SCALE + 0.5) / _SCALE
 
 
 def _channel_positions(
     hits: Iterable[tuple[str, float]], metas: Mapping[str, DocMeta], now_ms: int
 ) -> list[str]:
     """Eligible doc ids of one channel in channel-rank order (score desc, record_id asc)."""
-    seen: set[str] = set()
     keyed: list[tuple[float, str, str]] = []
     for doc_id, score in hits:
-        if doc_id in seen:
-            raise ValueError("a channel listed the same document twice")
-        seen.add(doc_id)
         if not math.isfinite(score):
             raise ValueError("channel scores must be finite")
         meta = metas.get(doc_id)
         if meta is not None and is_eligible(meta, now_ms):
             keyed.append((-score, meta.record_id, doc_id))
     keyed.sort()
-    return [doc_id for _, _, doc_id in keyed]
+    ordered = [doc_id for _, _, doc_id in keyed]
+    if len(set(ordered)) != len(ordered):
+        raise ValueError("a channel listed the same document twice")
+    return ordered
 
 
 def rank(
@@ -111,7 +117,7 @@ def rank(
         keyed.append((-score, -fresh, meta.record_id, fused))
     keyed.sort()
     return [
-        RankedHit(record_id=record_id, score=-neg_score, rank=i, fused=fused, recency=-neg_fresh)
+        RankedHit(record_id, -neg_score, i, fused, -neg_fresh)
         for i, (neg_score, neg_fresh, record_id, fused) in enumerate(keyed, start=1)
     ]
 
@@ -143,7 +149,7 @@ def profile_config(
             "formula": "0.5 ** (max(0, now - valid_time.t) / half_life_ms)",
         },
         "score": {"fused_weight": FUSED_WEIGHT, "recency_weight": RECENCY_WEIGHT},
-        "rounding": "fused, recency, then score rounded to 12 significant digits (round half even "
-        "on the exact binary value)",
+        "rounding": "fused, recency, then score (from the rounded two) each quantised as "
+        "floor(x * 1e12 + 0.5) / 1e12 in IEEE-754 binary64",
         "order": ["score desc", "recency desc", "record_id asc"],
     }

@@ -65,17 +65,22 @@ def test_final_ties_by_record_id():
 
 
 def test_equal_scores_order_by_recency_before_record_id():
-    # Very old records: a 1 ms age difference moves recency (12 significant digits) but not
-    # the score. "a" is older than "b", so record_id order alone would put "a" first.
-    old = NOW - 10 * HALF_LIFE_MS
-    metas = {
-        "a": DocMeta(record_id="a", valid_from_ms=old - 1),
-        "b": DocMeta(record_id="b", valid_from_ms=old),
-    }
-    hits = rank([("a", 1.0)], [("b", 1.0)], metas, NOW)
-    assert hits[0].score == hits[1].score
-    assert hits[0].recency > hits[1].recency
+    # Two records first in one channel each (same fused). Their ages differ a little, so the
+    # rounded recency differs while the rounded score (0.15 x recency) can stay equal; find
+    # such a pair. "a" is the older one, so record_id order alone would put it first.
+    base = NOW - 10 * HALF_LIFE_MS
+    for gap in range(1, 20_000):
+        metas = {
+            "a": DocMeta(record_id="a", valid_from_ms=base - gap),
+            "b": DocMeta(record_id="b", valid_from_ms=base),
+        }
+        hits = rank([("a", 1.0)], [("b", 1.0)], metas, NOW)
+        if hits[0].score == hits[1].score and hits[0].recency != hits[1].recency:
+            break
+    else:
+        pytest.fail("no equal-score pair found")
     assert [h.record_id for h in hits] == ["b", "a"]
+    assert hits[0].recency > hits[1].recency
 
 
 def test_recency_half_life():
@@ -151,15 +156,19 @@ def test_scores_are_rounded_finite_and_bounded():
             assert math.isfinite(value) and 0.0 <= value <= 1.0
             assert round_score(value) == value
         assert h.score == round_score(0.85 * h.fused + 0.15 * h.recency)
+        assert len(repr(h.score).partition(".")[2]) <= 12
     keys = [(-h.score, -h.recency, h.record_id) for h in hits]
     assert keys == sorted(keys)
 
 
 def test_round_score():
     assert round_score(0.1234567890123456) == 0.123456789012
+    assert round_score(0.0000000000015) == 0.000000000002
     assert round_score(1.0) == 1.0
-    with pytest.raises(ValueError):
-        round_score(math.inf)
+    assert round_score(0.0) == 0.0
+    for bad in (math.inf, math.nan, -1e-300, 1.0000000000000002):
+        with pytest.raises(ValueError):
+            round_score(bad)
 
 
 def test_profile_config():

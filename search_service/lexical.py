@@ -82,7 +82,6 @@ def fields_of(record: Mapping[str, object]) -> dict[str, str]:
 class Index(Protocol):
     """What the search service needs from a per-scope lexical engine."""
 
-    @property
     def profile_config(self) -> Mapping[str, object]: ...
 
     def add(self, doc_id: str, fields: Mapping[str, str], meta: DocMeta) -> None: ...
@@ -95,7 +94,6 @@ class Index(Protocol):
 
     def meta(self, doc_id: str) -> DocMeta | None: ...
 
-    @property
     def metas(self) -> Mapping[str, DocMeta]: ...
 
     def search(self, query: str) -> list[tuple[str, float]]: ...
@@ -116,8 +114,8 @@ class LexicalIndex:
         self._terms: dict[str, tuple[tuple[str, ...], ...]] = {}
         self._metas: dict[str, DocMeta] = {}
 
-    @property
     def profile_config(self) -> Mapping[str, object]:
+        """The engine's part of the ranking profile config (hashed into the rank receipt)."""
         return LEXICAL_PROFILE_CONFIG
 
     def __len__(self) -> int:
@@ -129,8 +127,8 @@ class LexicalIndex:
     def meta(self, doc_id: str) -> DocMeta | None:
         return self._metas.get(doc_id)
 
-    @property
     def metas(self) -> Mapping[str, DocMeta]:
+        """All indexed documents' metadata by doc id (a live read-only view; do not mutate)."""
         return self._metas
 
     def add(self, doc_id: str, fields: Mapping[str, str], meta: DocMeta) -> None:

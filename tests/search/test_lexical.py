@@ -57,6 +57,7 @@ def test_constants():
     assert LEXICAL_PROFILE_CONFIG["k1"] == 1.2
     assert LEXICAL_PROFILE_CONFIG["b"] == 0.75
     assert LEXICAL_PROFILE_CONFIG["engine"] == "engram-bm25f/py-1"
+    assert LexicalIndex().profile_config() is LEXICAL_PROFILE_CONFIG
     assert isinstance(LexicalIndex(), Index)  # structural: the protocol is satisfiable
 
 
@@ -159,7 +160,7 @@ def test_membership_and_meta():
     m = DocMeta(record_id="a", valid_from_ms=5, valid_to_ms=9, expires_at_ms=None)
     index.add("a", {"primary": "hello"}, m)
     assert "a" in index and "b" not in index
-    assert index.meta("a") == m and index.metas == {"a": m}
+    assert index.meta("a") == m and index.metas() == {"a": m}
     assert index.remove("b") is False
     assert index.remove("a") is True
     assert index.meta("a") is None

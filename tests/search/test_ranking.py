@@ -204,5 +204,5 @@ def test_quality_sanity_relevant_record_first():
         "ed25519 host keys": "mem_auth",
     }
     for query, expected in cases.items():
-        hits = rank(index.search(query), None, index.metas, NOW)
+        hits = rank(index.search(query), None, index.metas(), NOW)
         assert hits and hits[0].record_id == expected, query

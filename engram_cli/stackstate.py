@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gateway.hosts import upsert_host
@@ -40,6 +40,7 @@ class StackState:
     worker_health_addr: str
     mongo_url: str
     redis_url: str
+    pids: dict[str, int] = field(default_factory=dict)
 
     @property
     def dir(self) -> Path:

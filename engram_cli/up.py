@@ -144,6 +144,10 @@ class Stack:
             if proc.poll() is not None:
                 raise StackError(f"{name} exited with {proc.returncode}; see {self.log_dir / (name + '.log')}")
 
+    def record_pids(self, state: StackState) -> None:
+        state.pids = {name: proc.pid for name, proc in self.procs.items()}
+        state.save()
+
     async def wait_ready(self, state: StackState) -> None:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         addrs = [state.storage_addr, state.search_addr, state.admission_addr, state.worker_health_addr]
@@ -199,6 +203,7 @@ async def _grpc_serving(addr: str) -> bool:
 async def _bring_up(stack: Stack) -> StackState:
     state, env = stack.prepare()
     stack.start(env)
+    stack.record_pids(state)
     await stack.wait_ready(state)
     await enable_scope(state.storage_addr, state.admin_token(), DEV_TENANT, DEV_WORKSPACE, [], [])
     return state

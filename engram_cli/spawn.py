@@ -1,0 +1,89 @@
+"""Run ``engram up`` as a child process and wait for its ready line (tests and benchmarks)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engram_cli.stackstate import DEV_AUDIENCE
+
+
+class SpawnError(RuntimeError):
+    pass
+
+
+@dataclass
+class SpawnedStack:
+    proc: subprocess.Popen[str]
+    mcp_url: str
+    host_file: Path
+    state_dir: Path
+    env: dict[str, str]
+    startup_seconds: float
+
+    def state(self) -> dict[str, str]:
+        return json.loads((self.state_dir / "stack.json").read_text())
+
+    def gateway_env(self) -> dict[str, str]:
+        """What a host needs to run ``engram gateway --stdio`` against this stack."""
+        state = self.state()
+        return {
+            **self.env,
+            "ENGRAM_STORAGE_ADDR": state["storage_addr"],
+            "ENGRAM_SEARCH_ADDR": state["search_addr"],
+            "ENGRAM_ADMISSION_ADDR": state["admission_addr"],
+            "ENGRAM_REDIS_URL": state["redis_url"],
+            "ENGRAM_HOST_REGISTRY": str(self.state_dir / "hosts.json"),
+            "ENGRAM_AUDIENCE": DEV_AUDIENCE,
+        }
+
+    def admin(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "engram_cli.main", "admin", "--state-dir", str(self.state_dir), *args],
+            env=self.env, capture_output=True, text=True, timeout=30, check=True,
+        )
+
+    def pids(self) -> dict[str, int]:
+        """Service name → pid, from the stack's process table."""
+        return {k: int(v) for k, v in self.state().get("pids", {}).items()}
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def spawn_up(state_dir: Path, port: int, env: dict[str, str], timeout: float = 120.0) -> SpawnedStack:
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engram_cli.main", "up", "--state-dir", str(state_dir), "--port", str(port)],
+        env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    assert proc.stdout is not None
+    output: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        if line.startswith("engram ready "):
+            fields = dict(part.split("=", 1) for part in line.split()[2:])
+            return SpawnedStack(proc, fields["mcp"], Path(fields["host_file"]), state_dir, env,
+                                time.monotonic() - started)
+    proc.kill()
+    proc.wait()
+    logs = ""
+    if (state_dir / "logs").exists():
+        logs = "".join(f"\n--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((state_dir / "logs").glob("*.log")))
+    raise SpawnError("engram up did not become ready:\n" + "".join(output) + logs)

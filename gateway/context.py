@@ -1,0 +1,261 @@
+"""Verify the host's invocation context (SPEC §1.6, §2) and guard jtis against replay.
+
+Every ``tools/list`` and ``tools/call`` carries a compact JWS signed by a registered host in
+``params._meta["io.engram/context"]`` and/or the ``Engram-Context`` HTTP header. Anything
+wrong with it is the one protocol refusal ``-32603 Trusted invocation context unavailable``;
+the reason is logged server-side (a fixed word, never token content).
+
+Check order: the token's signature and every claim are checked before the replay guard is
+consulted, so a forged or invalid token can never burn a legitimate jti.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import re
+import time
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, NoReturn
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from engram_core.errors import ProtocolRefusal
+from engram_core.jws import JWSError, verify_compact
+from engram_core.schemas.tools import TOOL_NAMES as ALL_TOOL_NAMES
+from gateway.hosts import HostRegistry
+
+log = logging.getLogger("engram.gateway.context")
+
+CONTEXT_TYP = "engram-context+jwt"
+CLOCK_SKEW_SECONDS = 5.0
+MAX_LIFETIME_SECONDS = 300.0
+MAX_TEXT_BYTES = 512
+JTI_MIN, JTI_MAX = 16, 128
+TOOL_NAMES = frozenset(ALL_TOOL_NAMES)
+TEXT_CLAIMS = ("tenant", "workspace", "principal", "agent_id", "session", "purpose_ref", "audit_id")
+CONTEXT_CLAIMS = frozenset({"iss", "aud", "iat", "exp", "jti", "deadline", "tools", *TEXT_CLAIMS})
+_JTI_RE = re.compile(r"[\x21-\x7e]{%d,%d}" % (JTI_MIN, JTI_MAX))
+_INSTANT_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z")
+
+
+class ClaimError(ValueError):
+    """A claim check failed; ``reason`` is a fixed word for server logs."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+def parse_instant_ms(text: Any) -> int:
+    """Epoch milliseconds of a strict ``YYYY-MM-DDTHH:mm:ss.sssZ`` instant (SPEC §3).
+
+    Raises :class:`ValueError` for any other form or a calendar-invalid date. (Kept in one
+    function so it can delegate to a shared instant parser.)
+    """
+    if not isinstance(text, str):
+        raise ValueError("instant must be a string")
+    match = _INSTANT_RE.fullmatch(text)
+    if match is None:
+        raise ValueError("not an instant")
+    year, month, day, hour, minute, second, millis = (int(g) for g in match.groups())
+    moment = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
+    return int(moment.timestamp()) * 1000 + millis
+
+
+def check_text(value: Any, reason: str) -> str:
+    """A non-empty NFC string of at most 512 UTF-8 bytes (the opaque-ref rule of SPEC §3)."""
+    if not isinstance(value, str) or not value:
+        raise ClaimError(reason)
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ClaimError(reason) from None
+    if size > MAX_TEXT_BYTES or not unicodedata.is_normalized("NFC", value):
+        raise ClaimError(reason)
+    return value
+
+
+def check_number(value: Any, reason: str) -> float:
+    """A finite JSON number (NumericDate); booleans are not numbers."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ClaimError(reason)
+    return float(value)
+
+
+def check_jti(value: Any) -> str:
+    """16..128 visible ASCII characters (0x21..0x7E)."""
+    if not isinstance(value, str) or _JTI_RE.fullmatch(value) is None:
+        raise ClaimError("bad_jti")
+    return value
+
+
+def replay_ttl(exp: float, now: float) -> int:
+    """Seconds a jti must be remembered: the token's remaining lifetime plus the skew."""
+    return max(1, math.ceil(exp - now + CLOCK_SKEW_SECONDS))
+
+
+class ReplayGuardUnavailable(Exception):
+    """The replay store could not be asked; the token cannot be verified."""
+
+
+class ReplayGuard:
+    """Single-use jtis in Redis: ``SET NX EX`` on ``prefix + namespace + ":" + hex(SHA-256(
+    host_id + NUL + jti))``. Only the digest is stored, never the jti or the token.
+
+    Namespaces: ``ctx`` (contexts) and ``cnf`` (confirmations), so the two token kinds never
+    collide. If Redis cannot answer within ``timeout_seconds`` (or at all) :meth:`claim`
+    raises :class:`ReplayGuardUnavailable`; callers fail closed.
+    """
+
+    def __init__(self, redis: aioredis.Redis, prefix: str = "engram:jti:", *, timeout_seconds: float = 2.0) -> None:
+        self._redis = redis
+        self._prefix = prefix
+        self._timeout = timeout_seconds
+
+    def key(self, namespace: str, host_id: str, jti: str) -> str:
+        digest = hashlib.sha256(host_id.encode("utf-8") + b"\0" + jti.encode("utf-8")).hexdigest()
+        return f"{self._prefix}{namespace}:{digest}"
+
+    async def claim(self, namespace: str, jti: str, ttl_seconds: int, *, host_id: str) -> bool:
+        """Record ``jti`` as used for ``ttl_seconds``; False if it was already used."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                stored = await self._redis.set(self.key(namespace, host_id, jti), b"1", nx=True, ex=max(1, ttl_seconds))
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise ReplayGuardUnavailable() from exc
+        return bool(stored)
+
+
+@dataclass(frozen=True)
+class InvocationContext:
+    """The verified binding of one call: scope, identity, purpose, audit id, deadline, tools."""
+
+    host_id: str
+    tenant: str
+    workspace: str
+    principal: str
+    agent_id: str
+    session: str
+    purpose_ref: str
+    audit_id: str
+    deadline_ms: int
+    tools: frozenset[str]
+    jti: str
+    iat: float
+    exp: float
+
+
+def _check_tools(value: Any) -> frozenset[str]:
+    if not isinstance(value, list) or any(not isinstance(t, str) or t not in TOOL_NAMES for t in value):
+        raise ClaimError("bad_tools")
+    tools = frozenset(value)
+    if len(tools) != len(value):
+        raise ClaimError("bad_tools")
+    return tools
+
+
+class ContextVerifier:
+    """Turns a context token into an :class:`InvocationContext` or refuses with -32603.
+
+    Every refusal — missing token, source conflict, malformed/unsigned/forged token, unknown
+    host key, ``iss`` ≠ ``kid``, wrong audience, wrong ``typ``, a missing, unknown or
+    ill-typed claim, a lifetime over 300 s, ``now`` outside ``[iat - 5 s, exp)``, a tenant the
+    host may not act for, a replayed jti — is :meth:`ProtocolRefusal.untrusted`.
+
+    Decisions where SPEC §2 is silent: the claim set is closed (an unknown claim is refused);
+    ``aud`` must be a string; ``exp`` must be after ``iat``; the text claims follow the
+    opaque-ref rule (non-empty NFC, ≤ 512 UTF-8 bytes); a ``deadline`` already in the past
+    verifies (the call then fails ``DEADLINE_EXCEEDED`` in the gateway, which reads
+    ``deadline_ms``); an empty ``tools`` list verifies (memory is off for that call). If Redis
+    is unreachable the jti cannot be checked and the token is refused (fail closed, logged):
+    ``tools/list`` has no envelope to carry ``STORE_UNAVAILABLE``, and one rule for both
+    methods keeps hosts' handling simple.
+    """
+
+    def __init__(
+        self,
+        registry: HostRegistry,
+        audience: str,
+        replay: ReplayGuard,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._registry = registry
+        self._audience = audience
+        self._replay = replay
+        self._clock = clock
+
+    async def verify(self, meta_token: str | None, header_token: str | None) -> InvocationContext:
+        """Verify the context from ``_meta`` and/or the HTTP header (``None`` when absent)."""
+        self._registry.maybe_reload()
+        if meta_token is not None and header_token is not None and meta_token != header_token:
+            self._refuse("source_conflict")
+        token = meta_token if meta_token is not None else header_token
+        if token is None:
+            self._refuse("missing")
+        try:
+            header, claims = verify_compact(token, self._registry.public_key, CONTEXT_TYP)
+        except JWSError as exc:
+            self._refuse(exc.reason)
+        try:
+            ctx = self._check_claims(header, claims)
+        except ClaimError as exc:
+            self._refuse(exc.reason)
+        try:
+            fresh = await self._replay.claim("ctx", ctx.jti, replay_ttl(ctx.exp, self._clock()), host_id=ctx.host_id)
+        except ReplayGuardUnavailable:
+            log.error("context refused: replay store unavailable")
+            raise ProtocolRefusal.untrusted() from None
+        if not fresh:
+            self._refuse("replayed")
+        return ctx
+
+    def _check_claims(self, header: dict[str, Any], claims: dict[str, Any]) -> InvocationContext:
+        if set(claims) != CONTEXT_CLAIMS:
+            raise ClaimError("claim_set")
+        host_id = header["kid"]
+        if claims["iss"] != host_id:
+            raise ClaimError("iss_mismatch")
+        if not isinstance(claims["aud"], str) or claims["aud"] != self._audience:
+            raise ClaimError("aud_mismatch")
+        texts = {name: check_text(claims[name], f"bad_{name}") for name in TEXT_CLAIMS}
+        iat = check_number(claims["iat"], "bad_iat")
+        exp = check_number(claims["exp"], "bad_exp")
+        jti = check_jti(claims["jti"])
+        try:
+            deadline_ms = parse_instant_ms(claims["deadline"])
+        except ValueError:
+            raise ClaimError("bad_deadline") from None
+        tools = _check_tools(claims["tools"])
+        if not exp > iat or exp - iat > MAX_LIFETIME_SECONDS:
+            raise ClaimError("lifetime")
+        now = self._clock()
+        if now < iat - CLOCK_SKEW_SECONDS:
+            raise ClaimError("not_yet_valid")
+        if now >= exp:
+            raise ClaimError("expired")
+        entry = self._registry.get(host_id)
+        if entry is None:
+            raise ClaimError("unknown_kid")
+        if texts["tenant"] not in entry.allowed_tenants:
+            raise ClaimError("tenant_not_allowed")
+        return InvocationContext(
+            host_id=host_id,
+            deadline_ms=deadline_ms,
+            tools=tools,
+            jti=jti,
+            iat=iat,
+            exp=exp,
+            **texts,
+        )
+
+    @staticmethod
+    def _refuse(reason: str) -> NoReturn:
+        log.info("context refused: %s", reason)
+        raise ProtocolRefusal.untrusted()

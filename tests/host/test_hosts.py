@@ -1,0 +1,183 @@
+"""gateway.hosts: registry file validation, lookup, throttled hot reload."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from engram_core.jws import b64url_encode
+from gateway.hosts import HostRegistry, HostRegistryError, upsert_host
+
+from .conftest import Clock, new_host, write_registry
+
+
+def _doc(**host):
+    base = {"host_id": "h1", "public_key": new_host("h1", []).public_key, "allowed_tenants": ["t1"]}
+    base.update(host)
+    return {"hosts": [base]}
+
+
+def _write(path: Path, document) -> None:
+    path.write_text(json.dumps(document) if not isinstance(document, str) else document)
+
+
+def test_load_and_get(tmp_path: Path):
+    a, b = new_host("a", ["t1", "t2"]), new_host("b", [])
+    path = tmp_path / "hosts.json"
+    write_registry(path, [a, b])
+    registry = HostRegistry.load(str(path))
+    entry = registry.get("a")
+    assert entry is not None and entry.allowed_tenants == frozenset({"t1", "t2"})
+    assert entry.public_key_b64url == a.public_key
+    assert registry.get("b").allowed_tenants == frozenset()
+    assert registry.get("c") is None
+    assert registry.public_key("c") is None
+    assert registry.host_ids() == frozenset({"a", "b"})
+
+
+def test_empty_registry_is_valid(tmp_path: Path):
+    path = tmp_path / "hosts.json"
+    _write(path, {"hosts": []})
+    assert HostRegistry.load(str(path)).host_ids() == frozenset()
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "not json",
+        "[]",
+        {},
+        {"hosts": {}},
+        {"hosts": [], "extra": 1},
+        {"hosts": [1]},
+        _doc(host_id=""),
+        _doc(host_id=5),
+        _doc(host_id="x" * 513),
+        _doc(public_key="not-a-key"),
+        _doc(public_key=b64url_encode(b"\x01" * 31)),
+        _doc(public_key=b64url_encode(b"\x01" * 33)),
+        _doc(public_key=None),
+        _doc(allowed_tenants="t1"),
+        _doc(allowed_tenants=["t1", "t1"]),
+        _doc(allowed_tenants=[""]),
+        _doc(allowed_tenants=[3]),
+        _doc(comment="typo-guard"),
+        {"hosts": [{"host_id": "h1", "public_key": new_host("h1", []).public_key}]},
+    ],
+)
+def test_bad_file_at_start_raises(tmp_path: Path, document):
+    path = tmp_path / "hosts.json"
+    _write(path, document)
+    with pytest.raises(HostRegistryError):
+        HostRegistry.load(str(path))
+
+
+def test_id_bound_512_bytes_ok(tmp_path: Path):
+    path = tmp_path / "hosts.json"
+    _write(path, _doc(host_id="é" * 256, allowed_tenants=["x" * 512]))
+    assert HostRegistry.load(str(path)).get("é" * 256) is not None
+
+
+def test_duplicate_host_refused(tmp_path: Path):
+    host = new_host("h1", [])
+    path = tmp_path / "hosts.json"
+    write_registry(path, [host, host])
+    with pytest.raises(HostRegistryError):
+        HostRegistry.load(str(path))
+
+
+def test_missing_file_at_start_raises(tmp_path: Path):
+    with pytest.raises(HostRegistryError):
+        HostRegistry.load(str(tmp_path / "absent.json"))
+
+
+def test_error_message_never_contains_key_material(tmp_path: Path):
+    key = new_host("h1", []).public_key
+    path = tmp_path / "hosts.json"
+    _write(path, _doc(public_key=key + "A"))
+    with pytest.raises(HostRegistryError) as info:
+        HostRegistry.load(str(path))
+    assert key not in str(info.value)
+
+
+def test_hot_reload_is_throttled_and_picks_up_changes(tmp_path: Path):
+    a, b = new_host("a", ["t1"]), new_host("b", ["t2"])
+    path = tmp_path / "hosts.json"
+    write_registry(path, [a])
+    clock = Clock(100.0)
+    registry = HostRegistry.load(str(path), clock=clock)
+    write_registry(path, [a, b])
+    assert registry.maybe_reload() is False  # checked at most once per second
+    clock.advance(0.999)
+    assert registry.maybe_reload() is False and registry.get("b") is None
+    clock.advance(0.001)
+    assert registry.maybe_reload() is True and registry.get("b") is not None
+    clock.advance(1.0)
+    assert registry.maybe_reload() is False  # unchanged file: no re-read
+    write_registry(path, [b])
+    clock.advance(1.0)
+    assert registry.maybe_reload() is True
+    assert registry.get("a") is None and registry.get("b") is not None
+
+
+def test_bad_reload_keeps_previous_registry_and_warns_without_key(tmp_path: Path, caplog):
+    a = new_host("a", ["t1"])
+    path = tmp_path / "hosts.json"
+    write_registry(path, [a])
+    clock = Clock(0.0)
+    registry = HostRegistry.load(str(path), clock=clock)
+    _write(path, _doc(host_id="z", public_key=a.public_key + "AAAA"))
+    clock.advance(1.0)
+    with caplog.at_level(logging.WARNING, logger="engram.gateway.hosts"):
+        assert registry.maybe_reload() is False
+    assert registry.get("a") is not None and registry.get("z") is None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert a.public_key not in warnings[0].getMessage()
+    caplog.clear()
+    clock.advance(1.0)
+    with caplog.at_level(logging.WARNING, logger="engram.gateway.hosts"):
+        assert registry.maybe_reload() is False  # same bad file: no second warning
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    b = new_host("b", ["t2"])
+    write_registry(path, [b])
+    clock.advance(1.0)
+    assert registry.maybe_reload() is True and registry.get("b") is not None
+
+
+def test_deleted_file_keeps_previous_registry(tmp_path: Path):
+    a = new_host("a", ["t1"])
+    path = tmp_path / "hosts.json"
+    write_registry(path, [a])
+    clock = Clock(0.0)
+    registry = HostRegistry.load(str(path), clock=clock)
+    os.unlink(path)
+    clock.advance(1.0)
+    assert registry.maybe_reload() is False and registry.get("a") is not None
+
+
+def test_registry_without_file_never_reloads():
+    clock = Clock(0.0)
+    registry = HostRegistry(clock=clock)
+    clock.advance(10.0)
+    assert registry.maybe_reload() is False and registry.host_ids() == frozenset()
+
+
+def test_upsert_host_creates_replaces_and_validates(tmp_path: Path):
+    path = tmp_path / "hosts.json"
+    a, b = new_host("a", ["t1"]), new_host("b", ["t2"])
+    upsert_host(str(path), a.host_id, a.public_key, a.tenants)
+    upsert_host(str(path), b.host_id, b.public_key, b.tenants)
+    upsert_host(str(path), a.host_id, a.public_key, ["t3"])
+    registry = HostRegistry.load(str(path))
+    assert registry.get("a").allowed_tenants == frozenset({"t3"})
+    assert registry.get("b") is not None
+    before = path.read_text()
+    with pytest.raises(HostRegistryError):
+        upsert_host(str(path), "c", "bad-key", ["t1"])
+    assert path.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["hosts.json"]

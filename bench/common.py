@@ -1,0 +1,46 @@
+"""Shared helpers of the benchmarks: percentiles, process memory, versions."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("mcp", "grpcio", "protobuf", "pymongo", "celery", "redis", "secantusdb")
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
+    if not ordered:
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+    q = statistics.quantiles(ordered, n=100, method="inclusive") if len(ordered) > 1 else [ordered[0]] * 99
+    return {"p50": q[49], "p95": q[94], "p99": q[98]}
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process (Linux /proc), MiB; 0 when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def versions() -> str:
+    found = []
+    for name in PACKAGES:
+        try:
+            found.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return f"python={platform.python_version()} " + " ".join(found)
+
+
+def report(name: str, samples_ms: list[float], wall_seconds: float) -> str:
+    p = percentiles(samples_ms)
+    rate = len(samples_ms) / wall_seconds if wall_seconds > 0 else 0.0
+    return (f"{name:<28} n={len(samples_ms):<6} p50={p['p50']:.2f}ms p95={p['p95']:.2f}ms "
+            f"p99={p['p99']:.2f}ms throughput={rate:.1f}/s")

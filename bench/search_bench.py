@@ -1,0 +1,203 @@
+"""Benchmark of the in-memory search library (tokenizer, BM25 index, ranking, page budget).
+
+    python bench/search_bench.py --n 1000 --n 10000 --queries 500
+
+Builds one scope index of N synthetic records per size, runs M queries through the whole
+library path (lexical search over the scope, hybrid ranking, redaction and budgeting of one
+page of 10 packets), and prints latency percentiles, throughput and the index's memory cost.
+No gRPC, no I/O: this measures the library the search service wraps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from search_service.budget import DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets  # noqa: E402
+from search_service.cursors import MAX_TOKEN_LENGTH  # noqa: E402
+from search_service.lexical import LexicalIndex, fields_of  # noqa: E402
+from search_service.ranking import DocMeta, rank  # noqa: E402
+from search_service.redaction import project  # noqa: E402
+
+DAY_MS = 86_400_000
+NOW_MS = 1_800_000_000_000
+PAGE_LIMIT = 10
+MAX_PACKET_BYTES = 65_536
+
+
+def make_vocabulary(rng: random.Random, size: int) -> tuple[list[str], list[float]]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = sorted({"".join(rng.choices(letters, k=rng.randint(3, 10))) for _ in range(size)})
+    rng.shuffle(words)
+    weights = [1.0 / (rank + 1) ** 1.07 for rank in range(len(words))]
+    cumulative, total = [], 0.0
+    for weight in weights:
+        total += weight
+        cumulative.append(total)
+    return words, cumulative
+
+
+def make_record(rng: random.Random, i: int, words: list[str], cum: list[float]) -> dict:
+    def text(lo: int, hi: int) -> str:
+        return " ".join(rng.choices(words, cum_weights=cum, k=rng.randint(lo, hi)))
+
+    kinds = ("decision", "evidence", "context")
+    components = [
+        {"component_id": f"c{j}", "kind": rng.choice(kinds), "text": text(8, 60),
+         "citation_ids": ["k0"]}
+        for j in range(rng.randint(1, 4))
+    ]
+    citations = [
+        {"citation_id": f"k{j}", "source_ref": f"doc://corpus/{rng.choice(words)}/{i}-{j}",
+         "locator": {"scheme": "uri", "value": f"doc://corpus/{i}/{j}"},
+         "content_digest": "sha256:" + "0" * 64}
+        for j in range(rng.randint(1, 3))
+    ]
+    t = NOW_MS - rng.randint(0, 400) * DAY_MS
+    return {
+        "record_id": f"mem_{i:052d}",
+        "record_digest": "sha256:" + f"{i:064x}",
+        "schema_version": 2,
+        "valid_time": {"t": t},
+        "components": components,
+        "primary_component_id": "c0",
+        "primary_event": {"at": t, "type_ref": "event", "citation_id": "k0"},
+        "citations": citations,
+        "trust": "asserted",
+        "recorded_at": "2027-01-15T08:00:00.000Z",
+        "retention": {"derivative_rule": "make-ineligible"},
+    }
+
+
+def rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def build_index(records: list[dict]) -> LexicalIndex:
+    index = LexicalIndex()
+    for rec in records:
+        index.add(rec["record_id"], fields_of(rec),
+                  DocMeta(rec["record_id"], rec["valid_time"]["t"]))
+    return index
+
+
+def search_page(index: LexicalIndex, by_id: dict[str, dict], query: str) -> tuple[float, int]:
+    """One query through the library; returns (lexical seconds, hits)."""
+    t0 = time.perf_counter()
+    lexical = index.search(query)
+    t1 = time.perf_counter()
+    ranked = rank(lexical, None, index.metas(), NOW_MS)
+    packets = []
+    for hit in ranked[:PAGE_LIMIT]:
+        packet = project(by_id[hit.record_id])
+        packet["score"] = hit.score
+        packet["rank"] = hit.rank
+        packets.append(packet)
+    skeleton = {"records": [], "rank_receipt": {"receipt_digest": DIGEST_PLACEHOLDER},
+                "response_digest": DIGEST_PLACEHOLDER,
+                "next_page_cursor": cursor_placeholder(MAX_TOKEN_LENGTH)}
+    fit_packets(skeleton, packets, MAX_PACKET_BYTES, PAGE_LIMIT, len(ranked) > PAGE_LIMIT)
+    return t1 - t0, len(ranked)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def run(n: int, queries: int, seed: int, trace: bool) -> dict:
+    rng = random.Random(seed)
+    words, cum = make_vocabulary(rng, 20_000)
+    records = [make_record(rng, i, words, cum) for i in range(n)]
+    by_id = {rec["record_id"]: rec for rec in records}
+    query_texts = [" ".join(rng.choices(words, cum_weights=cum, k=rng.randint(2, 5)))
+                   for _ in range(queries)]
+    gc.collect()
+    rss_before = rss_bytes()
+    t0 = time.perf_counter()
+    index = build_index(records)
+    build_s = time.perf_counter() - t0
+    gc.collect()
+    rss_delta = rss_bytes() - rss_before
+    traced = None
+    if trace:
+        del index
+        gc.collect()
+        tracemalloc.start()
+        index = build_index(records)
+        traced = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+    for query in query_texts[: min(20, queries)]:  # warm-up
+        search_page(index, by_id, query)
+    totals, lexicals, hit_counts = [], [], []
+    t_all = time.perf_counter()
+    for query in query_texts:
+        start = time.perf_counter()
+        lexical_s, hits = search_page(index, by_id, query)
+        totals.append(time.perf_counter() - start)
+        lexicals.append(lexical_s)
+        hit_counts.append(hits)
+    wall = time.perf_counter() - t_all
+    totals.sort()
+    lexicals.sort()
+    return {
+        "python": platform.python_version(),
+        "n": n,
+        "queries": queries,
+        "build_s": round(build_s, 3),
+        "docs_per_s": round(n / build_s),
+        "rss_delta_mb": round(rss_delta / 2**20, 1),
+        "traced_mb": None if traced is None else round(traced / 2**20, 1),
+        "median_hits": statistics.median(hit_counts),
+        "page_ms": {q: round(percentile(totals, p) * 1000, 3)
+                    for q, p in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))},
+        "lexical_ms": {q: round(percentile(lexicals, p) * 1000, 3)
+                       for q, p in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))},
+        "qps": round(queries / wall, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, action="append", help="records per scope (repeatable)")
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tracemalloc", action="store_true",
+                        help="also rebuild under tracemalloc to report traced index memory")
+    parser.add_argument("--json", action="store_true", help="one JSON line per size")
+    args = parser.parse_args(argv)
+    for n in args.n or [1000, 10000]:
+        result = run(n, args.queries, args.seed, args.tracemalloc)
+        if args.json:
+            print(json.dumps(result), flush=True)
+            continue
+        print(f"python {result['python']}  N={n}  queries={result['queries']}  "
+              f"median hits/query={result['median_hits']}")
+        print(f"  build {result['build_s']} s ({result['docs_per_s']} docs/s), "
+              f"RSS delta {result['rss_delta_mb']} MB"
+              + ("" if result["traced_mb"] is None else f", traced {result['traced_mb']} MB"))
+        page, lex = result["page_ms"], result["lexical_ms"]
+        print(f"  page (search+rank+10 packets) ms p50 {page['p50']} p95 {page['p95']} "
+              f"p99 {page['p99']}; {result['qps']} queries/s")
+        print(f"  lexical search alone ms p50 {lex['p50']} p95 {lex['p95']} p99 {lex['p99']}",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

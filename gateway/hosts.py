@@ -14,9 +14,11 @@ Writers should replace the file atomically (:func:`upsert_host` does).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -203,9 +205,19 @@ class HostRegistry:
 def upsert_host(path: str, host_id: str, public_key_b64url: str, allowed_tenants: Iterable[str]) -> None:
     """Add or replace one host in the registry file (created if absent), atomically.
 
-    The result is validated before it replaces the file, so a running gateway never reads a
-    half-written or invalid registry from this writer.
+    Writers serialise on ``path + ".lock"`` (``flock``), so concurrent ``engram up`` /
+    ``engram admin`` runs do not lose each other's updates. The result is validated before it
+    replaces the file, so a running gateway never reads a half-written or invalid registry.
     """
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            _upsert_locked(path, host_id, public_key_b64url, list(allowed_tenants))
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _upsert_locked(path: str, host_id: str, public_key_b64url: str, allowed_tenants: list[str]) -> None:
     if os.path.exists(path):
         try:
             with open(path, encoding="utf-8") as handle:
@@ -216,11 +228,11 @@ def upsert_host(path: str, host_id: str, public_key_b64url: str, allowed_tenants
     else:
         data = {"hosts": []}
     hosts = [h for h in data["hosts"] if h["host_id"] != host_id]
-    hosts.append({"host_id": host_id, "public_key": public_key_b64url, "allowed_tenants": list(allowed_tenants)})
+    hosts.append({"host_id": host_id, "public_key": public_key_b64url, "allowed_tenants": allowed_tenants})
     document = {"hosts": hosts}
     parse_registry(document)
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as handle:
             json.dump(document, handle, indent=2)

@@ -180,4 +180,14 @@ def test_upsert_host_creates_replaces_and_validates(tmp_path: Path):
     with pytest.raises(HostRegistryError):
         upsert_host(str(path), "c", "bad-key", ["t1"])
     assert path.read_text() == before
-    assert [p.name for p in tmp_path.iterdir()] == ["hosts.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts.json", "hosts.json.lock"]  # no temp left
+
+
+def test_concurrent_upserts_lose_nothing(tmp_path: Path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "hosts.json"
+    hosts = [new_host(f"h{i}", [f"t{i}"]) for i in range(16)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda h: upsert_host(str(path), h.host_id, h.public_key, h.tenants), hosts))
+    assert HostRegistry.load(str(path)).host_ids() == frozenset(h.host_id for h in hosts)

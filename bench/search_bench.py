@@ -29,7 +29,7 @@ from search_service.budget import DIGEST_PLACEHOLDER, cursor_placeholder, fit_pa
 from search_service.cursors import MAX_TOKEN_LENGTH  # noqa: E402
 from search_service.lexical import LexicalIndex, fields_of  # noqa: E402
 from search_service.ranking import DocMeta, rank  # noqa: E402
-from search_service.redaction import project  # noqa: E402
+from engram_core.redaction import project  # noqa: E402
 
 DAY_MS = 86_400_000
 NOW_MS = 1_800_000_000_000

@@ -1,0 +1,119 @@
+"""RFC 8785 JSON Canonicalization Scheme (JCS).
+
+Keys are sorted by UTF-16 code units, strings are escaped as ECMAScript's JSON.stringify does,
+numbers use the ECMAScript Number::toString form. Python ints are accepted only within the
+safe range ±(2^53 − 1): the contract allows no other integers, and larger ones would not
+survive an IEEE-754 round trip.
+"""
+
+from __future__ import annotations
+
+import math
+
+SAFE_INT_MAX = 2**53 - 1
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _string(value: str, out: list[str]) -> None:
+    out.append('"')
+    for ch in value:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif code < 0x20:
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise ValueError("lone surrogate in string")
+        else:
+            out.append(ch)
+    out.append('"')
+
+
+def _utf16_key(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def format_number(value: float | int) -> str:
+    """ECMAScript Number::toString of a finite double (ints are converted first)."""
+    if isinstance(value, int):
+        if abs(value) > SAFE_INT_MAX:
+            raise ValueError("integer outside the safe range")
+        return str(value)
+    if not math.isfinite(value):
+        raise ValueError("NaN and Infinity are not JSON")
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    digits, exponent = _shortest(abs(value))
+    k = len(digits)
+    n = exponent + k  # the decimal point position: value = 0.digits × 10^n
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    e = n - 1
+    exp = f"e+{e}" if e >= 0 else f"e-{-e}"
+    if k == 1:
+        return sign + digits + exp
+    return sign + digits[0] + "." + digits[1:] + exp
+
+
+def _shortest(value: float) -> tuple[str, int]:
+    """The shortest round-trip digit string and exponent: value = int(digits) × 10^exponent."""
+    text = repr(value)
+    mantissa, _, exp_text = text.partition("e")
+    exponent = int(exp_text) if exp_text else 0
+    whole, _, frac = mantissa.partition(".")
+    if frac == "0":
+        frac = ""
+    digits = (whole + frac).lstrip("0")
+    exponent -= len(frac)
+    stripped = digits.rstrip("0")
+    exponent += len(digits) - len(stripped)
+    return stripped or "0", exponent
+
+
+def _encode(value: object, out: list[str], depth: int) -> None:
+    if depth > 1000:
+        raise ValueError("nesting too deep")
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        _string(value, out)
+    elif isinstance(value, (int, float)):
+        out.append(format_number(value))
+    elif isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise TypeError("object keys must be strings")
+        out.append("{")
+        for i, key in enumerate(sorted(value, key=_utf16_key)):
+            if i:
+                out.append(",")
+            _string(key, out)
+            out.append(":")
+            _encode(value[key], out, depth + 1)
+        out.append("}")
+    elif isinstance(value, (list, tuple)):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _encode(item, out, depth + 1)
+        out.append("]")
+    else:
+        raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def canonicalize(value: object) -> bytes:
+    """The UTF-8 bytes of the JCS form of ``value``."""
+    out: list[str] = []
+    _encode(value, out, 0)
+    return "".join(out).encode("utf-8")

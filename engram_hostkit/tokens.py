@@ -12,12 +12,12 @@ import secrets
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from engram_core.digests import operation_digest
 from engram_core.jws import private_key_from_b64url, sign_compact
 from engram_core.schemas.tools import TOOL_NAMES
+from engram_core.timefmt import format_instant
 
 CONTEXT_TYP = "engram-context+jwt"
 CONFIRMATION_TYP = "engram-confirmation+jwt"
@@ -30,9 +30,7 @@ DEFAULT_DEADLINE_SECONDS = 60.0
 
 def format_instant_ms(epoch_ms: int) -> str:
     """``YYYY-MM-DDTHH:mm:ss.sssZ`` (UTC, millisecond precision) for epoch milliseconds."""
-    seconds, millis = divmod(int(epoch_ms), 1000)
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+    return format_instant(int(epoch_ms))
 
 
 def new_jti() -> str:

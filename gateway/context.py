@@ -20,7 +20,6 @@ import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, NoReturn
 
 import redis.asyncio as aioredis
@@ -29,6 +28,7 @@ from redis.exceptions import RedisError
 from engram_core.errors import ProtocolRefusal
 from engram_core.jws import JWSError, verify_compact
 from engram_core.schemas.tools import TOOL_NAMES as ALL_TOOL_NAMES
+from engram_core.timefmt import parse_instant
 from gateway.hosts import HostRegistry
 
 log = logging.getLogger("engram.gateway.context")
@@ -42,7 +42,6 @@ TOOL_NAMES = frozenset(ALL_TOOL_NAMES)
 TEXT_CLAIMS = ("tenant", "workspace", "principal", "agent_id", "session", "purpose_ref", "audit_id")
 CONTEXT_CLAIMS = frozenset({"iss", "aud", "iat", "exp", "jti", "deadline", "tools", *TEXT_CLAIMS})
 _JTI_RE = re.compile(r"[\x21-\x7e]{%d,%d}" % (JTI_MIN, JTI_MAX))
-_INSTANT_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z")
 
 
 class ClaimError(ValueError):
@@ -56,17 +55,12 @@ class ClaimError(ValueError):
 def parse_instant_ms(text: Any) -> int:
     """Epoch milliseconds of a strict ``YYYY-MM-DDTHH:mm:ss.sssZ`` instant (SPEC §3).
 
-    Raises :class:`ValueError` for any other form or a calendar-invalid date. (Kept in one
-    function so it can delegate to a shared instant parser.)
+    Raises :class:`ValueError` for any other form or a calendar-invalid date. ASCII is checked
+    here because a ``\\d`` pattern alone also admits non-ASCII decimal digits.
     """
-    if not isinstance(text, str):
-        raise ValueError("instant must be a string")
-    match = _INSTANT_RE.fullmatch(text)
-    if match is None:
+    if not isinstance(text, str) or not text.isascii():
         raise ValueError("not an instant")
-    year, month, day, hour, minute, second, millis = (int(g) for g in match.groups())
-    moment = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
-    return int(moment.timestamp()) * 1000 + millis
+    return parse_instant(text)
 
 
 def check_text(value: Any, reason: str) -> str:

@@ -33,7 +33,7 @@ _DETECTORS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "dotenv_secret",
-        re.compile(r"(?m)^\s*(?:export\s+)?[A-Z][A-Z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_KEY|PRIVATE_KEY)[A-Z0-9_]*=\S+"),
+        re.compile(r"(?m)(?:^|\s)(?:export\s+)?[A-Z][A-Z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_KEY|PRIVATE_KEY)[A-Z0-9_]*=\S+"),
     ),
     ("session_cookie", re.compile(r"(?i)\b(?:set-cookie:|cookie:)\s*[^\s=]+=[^\s;]{8,}|\b(?:sessionid|session_id|phpsessid|jsessionid|connect\.sid)=[^\s;]{8,}")),
     ("engram_binding", re.compile(r"engram-(?:context|confirmation)\+jwt|io\.engram/(?:context|confirmation)")),

@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timezone
 
 SAFE_INT_MAX = 2**53 - 1
-_INSTANT_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z\Z")
+_INSTANT_RE = re.compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\.([0-9]{3})Z\Z")
 
 
 def now_ms() -> int:

@@ -120,7 +120,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def run(n: int, queries: int, seed: int, trace: bool) -> dict:
+def run(n: int, queries: int, seed: int, trace: bool, freeze: bool) -> dict:
     rng = random.Random(seed)
     words, cum = make_vocabulary(rng, 20_000)
     records = [make_record(rng, i, words, cum) for i in range(n)]
@@ -142,6 +142,8 @@ def run(n: int, queries: int, seed: int, trace: bool) -> dict:
         index = build_index(records)
         traced = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
+    if freeze:
+        gc.freeze()  # what a service can do after (re)building its projections
     for query in query_texts[: min(20, queries)]:  # warm-up
         search_page(index, by_id, query)
     totals, lexicals, hit_counts = [], [], []
@@ -158,6 +160,7 @@ def run(n: int, queries: int, seed: int, trace: bool) -> dict:
     return {
         "python": platform.python_version(),
         "n": n,
+        "gc_freeze": freeze,
         "queries": queries,
         "build_s": round(build_s, 3),
         "docs_per_s": round(n / build_s),
@@ -179,15 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tracemalloc", action="store_true",
                         help="also rebuild under tracemalloc to report traced index memory")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="gc.freeze() after building, so full collections skip the index")
     parser.add_argument("--json", action="store_true", help="one JSON line per size")
     args = parser.parse_args(argv)
     for n in args.n or [1000, 10000]:
-        result = run(n, args.queries, args.seed, args.tracemalloc)
+        result = run(n, args.queries, args.seed, args.tracemalloc, args.gc_freeze)
         if args.json:
             print(json.dumps(result), flush=True)
             continue
         print(f"python {result['python']}  N={n}  queries={result['queries']}  "
-              f"median hits/query={result['median_hits']}")
+              f"median hits/query={result['median_hits']}  gc.freeze={result['gc_freeze']}")
         print(f"  build {result['build_s']} s ({result['docs_per_s']} docs/s), "
               f"RSS delta {result['rss_delta_mb']} MB"
               + ("" if result["traced_mb"] is None else f", traced {result['traced_mb']} MB"))

@@ -1,0 +1,195 @@
+"""Admission on the storage side (SPEC §5 request_admission, §10).
+
+``begin`` runs the mutation gate and either returns the recorded decision or a request id for
+the worker; ``open`` hands the worker the decrypted candidate with the facts storage knows
+(exact duplicate, forgotten content); ``commit`` applies the worker's decision in one
+transaction: the record (sealed with its own data key), the journal event, the candidate's
+new state, the decision and the outbox row that destroys the candidate's data key.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from engram_core.canonical import canonicalize
+from engram_core.digests import with_digest
+from engram_core.errors import Code, EngramError
+from engram_core.ids import new_request_id
+from engram_core.taskq import DESTROY_KEY
+from engram_core.timefmt import format_instant, now_ms
+from storage_service import journal, outbox
+from storage_service.deps import Deps
+from storage_service.ledger import GateKey
+from storage_service.lifecycle import ACCEPTED, ACCEPTED_CURRENT, PENDING, REJECTED, WITHDRAWN, transition
+from storage_service.receipts import transaction_receipt_digest
+from storage_service.records import projection, record_content
+from storage_service.store import Scope, Session
+from storage_service.vault import CANDIDATE, RECORD
+
+REQUEST_ADMISSION = "engram_memory_request_admission"
+DECISIONS = ("accept", "reject", "pending_adjudication", "duplicate_exact")
+TRUST_CLASSES = ("asserted", "signed", "earned")
+STATUS = {"accept": "accepted", "reject": "rejected", "pending_adjudication": "pending_adjudication",
+          "duplicate_exact": "duplicate_exact"}
+OPERATION = {"accept": "accept", "reject": "reject", "pending_adjudication": "hold", "duplicate_exact": "duplicate"}
+
+
+@dataclass(frozen=True)
+class Begun:
+    outcome_json: bytes = b""
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class Opened:
+    payload: dict[str, Any]
+    evidence: dict[str, Any]
+    policy: dict[str, Any]
+    duplicate_of_record_id: str
+    matches_forgotten: bool
+    outcome_json: bytes = b""
+
+
+def _scope(doc: dict[str, Any]) -> Scope:
+    return Scope(doc["tenant"], doc["workspace"])
+
+
+class Admissions:
+    def __init__(self, deps: Deps) -> None:
+        self._d = deps
+
+    async def begin(self, key: GateKey, candidate_id: str) -> Begun:
+        d, scope = self._d, key.scope
+
+        async def body(session: Session) -> Begun:
+            entry = await d.ledger.lookup(session, key)
+            candidate = await d.store.candidates.find_one(
+                {"_id": candidate_id, "scope": scope.key}, {"state": 1, "outcome": 1, "admission_request_id": 1},
+                session=session,
+            )
+            if candidate is None:
+                raise EngramError(Code.NOT_FOUND)
+            if candidate["state"] == WITHDRAWN:
+                raise EngramError(Code.ALREADY_TERMINAL)
+            if entry is None:
+                await d.ledger.record(session, key, REQUEST_ADMISSION, object_id=candidate_id)
+            if candidate.get("outcome"):
+                return Begun(outcome_json=bytes(candidate["outcome"]))
+            request_id = candidate.get("admission_request_id") or new_request_id()
+            if "admission_request_id" not in candidate:
+                await d.store.candidates.update_one({"_id": candidate_id}, {"$set": {"admission_request_id": request_id}},
+                                                    session=session)
+            return Begun(request_id=request_id)
+
+        return await d.store.transaction(body)
+
+    async def _by_request(self, request_id: str, session: Session | None = None) -> dict[str, Any]:
+        candidate = await self._d.store.candidates.find_one({"admission_request_id": request_id}, session=session)
+        if candidate is None or not request_id:
+            raise EngramError(Code.NOT_FOUND)
+        return candidate
+
+    async def open(self, request_id: str) -> Opened:
+        d = self._d
+        candidate = await self._by_request(request_id)
+        if candidate.get("outcome"):
+            return Opened({}, {}, {}, "", False, bytes(candidate["outcome"]))
+        if candidate["state"] != PENDING:
+            raise EngramError(Code.ALREADY_TERMINAL)
+        scope = _scope(candidate)
+        data = json.loads(await d.vault.open(scope, candidate["_id"], CANDIDATE, candidate["blob"]))
+        duplicate = await d.store.records.find_one(
+            {"scope": scope.key, "payload_digest": candidate["payload_digest"], "state": ACCEPTED_CURRENT}, {"_id": 1}
+        )
+        return Opened(
+            data["payload"], data["evidence"], await d.policies.get(scope),
+            duplicate["_id"] if duplicate else "",
+            await d.matches_forgotten(scope, candidate["payload_digest"]),
+        )
+
+    async def commit(self, request_id: str, decision: str, reason: str, trust: str) -> bytes:
+        """Apply the decision (once); returns the recorded outcome (canonical JSON)."""
+        if decision not in DECISIONS or trust not in TRUST_CLASSES or not reason or len(reason) > 128:
+            raise EngramError(Code.INVALID_SCHEMA)
+        d = self._d
+
+        async def body(session: Session) -> bytes:
+            candidate = await self._by_request(request_id, session)
+            if candidate.get("outcome"):
+                return bytes(candidate["outcome"])
+            scope = _scope(candidate)
+            verdict, record_id, record_doc = decision, "", None
+            if verdict in ("accept", "duplicate_exact"):
+                duplicate = await d.store.records.find_one(
+                    {"scope": scope.key, "payload_digest": candidate["payload_digest"], "state": ACCEPTED_CURRENT},
+                    {"_id": 1}, session=session)
+                if duplicate is not None:
+                    verdict, record_id = "duplicate_exact", duplicate["_id"]
+                elif verdict == "duplicate_exact":
+                    # The duplicate left accepted_current meanwhile: let the worker decide anew.
+                    raise EngramError(Code.POLICY_STALE)
+            decided_at = format_instant(now_ms())
+            to_state = {"accept": ACCEPTED_CURRENT, "pending_adjudication": PENDING}.get(verdict, REJECTED)
+            transition(OPERATION[verdict], candidate["state"])
+            if verdict == "accept":
+                data = json.loads(await d.vault.open(scope, candidate["_id"], CANDIDATE, candidate["blob"], session))
+                content = record_content(data["payload"], data["evidence"], candidate["_id"])
+                record_doc = projection(content, trust=trust, recorded_at=decided_at)
+                record_id = record_doc["record_id"]
+            event = await journal.append(
+                d.store, session, scope, OPERATION[verdict], record_id if verdict == "accept" else candidate["_id"],
+                PENDING, to_state, {"candidate_id": candidate["_id"], "decision": verdict, "reason": reason},
+            )
+            receipt = with_digest("decision", {
+                "candidate_id": candidate["_id"], "status": STATUS[verdict], "reason": reason, "trust": trust,
+                **({"record_id": record_id} if record_id else {}), "cursor": event.cursor_text,
+                "event_digest": event.event_digest, "decided_at": decided_at,
+            }, "receipt_digest")
+            if record_doc is not None:
+                await self._insert_record(session, scope, record_doc, candidate, event.cursor)
+            outcome = {
+                "status": STATUS[verdict], "candidate_id": candidate["_id"],
+                **({"record_id": record_id} if record_id else {}), "cursor": event.cursor_text,
+                "decision_receipt_digest": receipt["receipt_digest"],
+                "transaction_receipt_digest": transaction_receipt_digest(scope, event, receipt["receipt_digest"]),
+            }
+            outcome_json = canonicalize(outcome)
+            new_state = {"accept": ACCEPTED, "pending_adjudication": PENDING}.get(verdict, REJECTED)
+            await d.store.candidates.update_one(
+                {"_id": candidate["_id"], "state": PENDING},
+                {"$set": {"state": new_state, "outcome": outcome_json, "decision_reason": reason}}, session=session)
+            if verdict != "pending_adjudication":
+                await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate["_id"])
+            return outcome_json
+
+        outcome_json = await d.store.transaction(body)
+        d.on_commit()
+        return outcome_json
+
+    async def _insert_record(self, session: Session, scope: Scope, record: dict[str, Any],
+                             candidate: dict[str, Any], cursor: int) -> None:
+        d = self._d
+        content = {k: v for k, v in record.items() if k not in ("record_id", "record_digest", "trust", "recorded_at")}
+        blob = await d.vault.seal(session, scope, record["record_id"], RECORD, canonicalize(content))
+        retention = content.get("retention") or {}
+        await d.store.records.insert_one(
+            {
+                "_id": record["record_id"],
+                "scope": scope.key,
+                "tenant": scope.tenant,
+                "workspace": scope.workspace,
+                "state": ACCEPTED_CURRENT,
+                "blob": blob,
+                "payload_digest": candidate["payload_digest"],
+                "record_digest": record["record_digest"],
+                "candidate_id": candidate["_id"],
+                "trust": record["trust"],
+                "recorded_at": record["recorded_at"],
+                "valid_time": content["valid_time"],
+                **({"expires_at": retention["expires_at"]} if "expires_at" in retention else {}),
+                "accepted_cursor": cursor,
+            },
+            session=session,
+        )

@@ -1,0 +1,39 @@
+"""What the storage operations share: the store, the vault, the ledger, the policies, the key
+provider and the relay's wake-up. Built once in :mod:`storage_service.server`."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engram_core.crypto import KeyProvider
+from storage_service.ledger import Ledger
+from storage_service.policy import Policies
+from storage_service.store import Scope, Session, Store
+from storage_service.vault import Vault
+
+
+@dataclass
+class Deps:
+    store: Store
+    keys: KeyProvider
+    ledger_retention_days: float = 7.0
+    on_commit: Callable[[], None] = field(default=lambda: None)
+
+    def __post_init__(self) -> None:
+        self.vault = Vault(self.store, self.keys)
+        self.ledger = Ledger(self.store, self.ledger_retention_days)
+        self.policies = Policies(self.store)
+
+    def forgotten_id(self, scope: Scope, payload_digest: str) -> str:
+        """The keyed HMAC under which a tombstoned payload digest is remembered (SPEC §10.4)."""
+        key = self.keys.hmac_key(scope.tenant, "forgotten-content")
+        mac = hmac.new(key, scope.key.encode("ascii") + b"\x00" + payload_digest.encode("ascii"), hashlib.sha256)
+        return f"{scope.key}:{mac.hexdigest()}"
+
+    async def matches_forgotten(self, scope: Scope, payload_digest: str, session: Session | None = None) -> bool:
+        doc: Any = await self.store.forgotten.find_one({"_id": self.forgotten_id(scope, payload_digest)}, session=session)
+        return doc is not None

@@ -1,0 +1,181 @@
+"""The agent-facing mutations owned by storage: capture, withdraw, forget (SPEC §5, §7).
+
+Each runs in one MongoDB transaction: the mutation gate (ledger lookup), the lifecycle check
+(before a cursor is taken), the state change, its journal event, its outbox rows and the
+ledger entry with the answer. A replay returns the stored answer; live statuses
+(``key_destruction``, ``projection_invalidation``) are read fresh.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from engram_core.canonical import canonicalize
+from engram_core.digests import digest
+from engram_core.errors import Code, EngramError
+from engram_core.ids import candidate_id_from_digest
+from engram_core.taskq import DESTROY_KEY, INVALIDATE_PROJECTION
+from storage_service import journal, outbox
+from storage_service.deps import Deps
+from storage_service.ledger import GateKey
+from storage_service.lifecycle import PENDING, TOMBSTONED, transition
+from storage_service.policy import resolve_payload
+from storage_service.receipts import authorization_receipt_digest, transaction_receipt_digest
+from storage_service.records import payload_digest, record_content, record_digest
+from storage_service.store import Session
+from storage_service.vault import CANDIDATE
+
+CAPTURE = "engram_memory_capture"
+WITHDRAW = "engram_memory_withdraw"
+FORGET = "engram_memory_forget"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A mutation's answer: the tool's output value and whether it was a replay."""
+
+    value: dict[str, Any]
+    replayed: bool
+
+
+class Mutations:
+    def __init__(self, deps: Deps) -> None:
+        self._d = deps
+
+    async def capture(self, key: GateKey, payload: dict[str, Any], evidence: dict[str, Any]) -> Outcome:
+        d, scope = self._d, key.scope
+        policy = await d.policies.get(scope)
+        candidate_id = candidate_id_from_digest(key.identity)
+
+        async def body(session: Session) -> Outcome:
+            entry = await d.ledger.lookup(session, key)
+            if entry is None:
+                # The ledger entry may have expired while the candidate it made lives on.
+                existing = await d.store.candidates.find_one({"_id": candidate_id}, {"operation_digest": 1, "answer": 1},
+                                                             session=session)
+                if existing is not None:
+                    if existing["operation_digest"] != key.operation_digest:
+                        raise EngramError(Code.DIGEST_CONFLICT)
+                    entry = existing
+            if entry is not None:
+                return Outcome({**json.loads(entry["answer"]), "status": "duplicate_exact"}, True)
+            if not policy["enabled"]:
+                raise EngramError(Code.UNAUTHORIZED)
+            effective = resolve_payload(payload, policy)
+            content = record_content(effective, evidence, candidate_id)
+            plaintext = canonicalize({"payload": effective, "evidence": evidence})
+            blob = await d.vault.seal(session, scope, candidate_id, CANDIDATE, plaintext)
+            event = await journal.append(d.store, session, scope, "capture", candidate_id, None, PENDING,
+                                         {"operation_digest": key.operation_digest})
+            answer = {
+                "status": "committed_pending",
+                "candidate_id": candidate_id,
+                "record_digest": record_digest(content),
+                "cursor": event.cursor_text,
+                "transaction_receipt_digest": transaction_receipt_digest(scope, event, key.operation_digest),
+            }
+            answer_json = canonicalize(answer)
+            await d.store.candidates.insert_one(
+                {
+                    "_id": candidate_id,
+                    "scope": scope.key,
+                    "tenant": scope.tenant,
+                    "workspace": scope.workspace,
+                    "state": PENDING,
+                    "blob": blob,
+                    "payload_digest": payload_digest(effective),
+                    "record_digest": answer["record_digest"],
+                    "operation_digest": key.operation_digest,
+                    "answer": answer_json,
+                    "captured_cursor": event.cursor,
+                    "created_at": datetime.now(timezone.utc),
+                },
+                session=session,
+            )
+            await d.ledger.record(session, key, CAPTURE, answer=answer_json)
+            return Outcome(answer, False)
+
+        return await d.store.transaction(body)
+
+    async def withdraw(self, key: GateKey, candidate_id: str, reason_ref: str, confirmation_digest: str) -> Outcome:
+        d, scope = self._d, key.scope
+
+        async def body(session: Session) -> tuple[dict[str, Any], bool]:
+            entry = await d.ledger.lookup(session, key)
+            if entry is not None:
+                return json.loads(entry["answer"]), True
+            candidate = await d.store.candidates.find_one({"_id": candidate_id, "scope": scope.key}, {"state": 1},
+                                                          session=session)
+            if candidate is None:
+                raise EngramError(Code.NOT_FOUND)
+            to_state = transition("withdraw", candidate["state"])
+            answer = await self._transition(session, key, WITHDRAW, "withdraw", candidate_id, candidate["state"],
+                                            to_state, reason_ref, confirmation_digest)
+            await d.store.candidates.update_one({"_id": candidate_id, "state": candidate["state"]},
+                                                {"$set": {"state": to_state}}, session=session)
+            await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate_id)
+            return answer, False
+
+        answer, replayed = await d.store.transaction(body)
+        d.on_commit()
+        destroyed = await d.vault.destroyed(candidate_id)
+        return Outcome({**answer, "replayed": replayed, "key_destruction": "complete" if destroyed else "pending"}, replayed)
+
+    async def forget(self, key: GateKey, record_id: str, reason_ref: str, confirmation_digest: str) -> Outcome:
+        d, scope = self._d, key.scope
+
+        async def body(session: Session) -> tuple[dict[str, Any], bool]:
+            entry = await d.ledger.lookup(session, key)
+            if entry is not None:
+                return json.loads(entry["answer"]), True
+            record = await d.store.records.find_one({"_id": record_id, "scope": scope.key},
+                                                    {"state": 1, "payload_digest": 1}, session=session)
+            if record is None:
+                raise EngramError(Code.NOT_FOUND)
+            to_state = transition("tombstone", record["state"])
+            answer = await self._transition(session, key, FORGET, "tombstone", record_id, record["state"], to_state,
+                                            reason_ref, confirmation_digest)
+            await d.store.records.update_one({"_id": record_id, "state": record["state"]},
+                                             {"$set": {"state": TOMBSTONED}}, session=session)
+            forgotten = d.forgotten_id(scope, record["payload_digest"])
+            await d.store.forgotten.update_one({"_id": forgotten}, {"$setOnInsert": {"scope": scope.key}},
+                                               upsert=True, session=session)
+            await outbox.enqueue(d.store, session, DESTROY_KEY, scope, record_id)
+            await outbox.enqueue(d.store, session, INVALIDATE_PROJECTION, scope, record_id)
+            return answer, False
+
+        answer, replayed = await d.store.transaction(body)
+        d.on_commit()
+        value: dict[str, Any] = {**answer, "replayed": replayed, "projection_invalidation": "pending"}
+        row = await outbox.find_for(d.store, record_id, INVALIDATE_PROJECTION)
+        if row is not None and row.get("coverage_receipt_digest"):
+            value["projection_invalidation"] = "complete"
+            value["coverage_receipt_digest"] = row["coverage_receipt_digest"]
+        return Outcome(value, replayed)
+
+    async def _transition(self, session: Session, key: GateKey, tool: str, operation: str, target: str,
+                          from_state: str, to_state: str, reason_ref: str, confirmation_digest: str) -> dict[str, Any]:
+        """Append the event, build the receipt, record the ledger entry; returns ``{receipt}``."""
+        d, scope = self._d, key.scope
+        auth = authorization_receipt_digest(scope, key.principal, tool, target, confirmation_digest)
+        event = await journal.append(
+            d.store, session, scope, operation, target, from_state, to_state,
+            {"authorization_receipt_digest": auth, "reason_digest": digest("operation", {"reason_ref": reason_ref}),
+             "operation_digest": key.operation_digest},
+        )
+        receipt = {
+            "event_id": event.event_id,
+            "operation": operation,
+            "from_state": from_state,
+            "to_state": to_state,
+            "cursor": event.cursor_text,
+            "event_digest": event.event_digest,
+            "authorization_receipt_digest": auth,
+            "transaction_receipt_digest": transaction_receipt_digest(scope, event, key.operation_digest),
+        }
+        answer = {"receipt": receipt}
+        await d.ledger.record(session, key, tool, answer=canonicalize(answer), object_id=target)
+        return answer

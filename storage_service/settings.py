@@ -1,0 +1,38 @@
+"""Settings of the storage process (``engram storage``), read from ``ENGRAM_*`` variables.
+
+Built once in :func:`storage_service.server.main` and passed down. Missing required values
+(``ENGRAM_MONGO_URL``, ``ENGRAM_KEYRING``, ``ENGRAM_ADMIN_TOKEN``) stop start-up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+
+from engram_core.settings import GrpcServiceSettings
+from engram_core.taskq import DEFAULT_QUEUE
+
+
+class StorageSettings(GrpcServiceSettings):
+    """Everything the storage service needs; secrets are ``SecretStr`` so they never print."""
+
+    grpc_port: int = 50051
+    mongo_url: str = Field(..., min_length=1)
+    mongo_db: str = "engram"
+    # Broker of the outbox relay (Celery over Redis) and the queue its tasks go to.
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    task_queue: str = DEFAULT_QUEUE
+    # Path of the tenant KEK keyring file. ``dev_keyring`` creates it when missing (never in
+    # production: a lost keyring makes every stored object unrecoverable).
+    keyring: Path
+    dev_keyring: bool = False
+    # Operator credential of the AdminService ("authorization: Bearer <token>").
+    admin_token: SecretStr = Field(..., min_length=16)
+    ledger_retention_days: float = Field(7.0, ge=7.0)
+    relay_interval_seconds: float = Field(0.2, gt=0)
+    # A sent outbox row without completion is re-sent after this many seconds, up to
+    # relay_max_attempts deliveries; then it is marked dead (logged for the operator).
+    relay_resend_after_seconds: float = Field(60.0, gt=0)
+    relay_max_attempts: int = Field(10, ge=1)
+    relay_enabled: bool = True

@@ -1,0 +1,108 @@
+"""The MongoDB side of storage: the client, the collections, their indexes and the one
+transaction helper. The driver (PyMongo's ``AsyncMongoClient``) is used only here and in the
+repository modules that receive a :class:`Store`.
+
+Collections (every scoped document carries ``scope`` = the scope digest, never raw ids):
+
+| collection | holds |
+|---|---|
+| ``scopes`` | per scope: journal head cursor and head event digest (the hash chain) |
+| ``policies`` | per scope: the operator policy document (tenant and workspace in clear) |
+| ``journal`` | append-only events, unique ``(scope, cursor)`` |
+| ``candidates`` | encrypted pending candidates, their state and recorded decision |
+| ``records`` | encrypted records and their lifecycle state |
+| ``data_keys`` | one wrapped data key per candidate/record; destroyed on erasure |
+| ``ledger`` | the idempotency ledger (TTL-expired after the retention) |
+| ``outbox`` | effects to publish to Celery (key destruction, projection invalidation) |
+| ``forgotten`` | keyed HMACs of tombstoned payload digests (never content) |
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pymongo import ASCENDING, AsyncMongoClient
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+from engram_core.digests import scope_digest
+from engram_core.errors import Code, EngramError
+
+T = TypeVar("T")
+log = logging.getLogger("engram.storage")
+Session = AsyncClientSession
+
+# A transaction that lost a unique-key race is re-run: the re-run sees the winner's writes.
+DUPLICATE_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Scope:
+    tenant: str
+    workspace: str
+
+    @property
+    def key(self) -> str:
+        """The scope digest: the partition key stored with every scoped document."""
+        return scope_digest(self.tenant, self.workspace)
+
+
+class Store:
+    """Collections of one engram database and the transaction helper."""
+
+    def __init__(self, client: AsyncMongoClient[Any], db_name: str) -> None:
+        self.client = client
+        self.db: AsyncDatabase[Any] = client.get_database(
+            db_name, write_concern=WriteConcern("majority"), read_concern=ReadConcern("majority")
+        )
+        self.scopes = self.db.scopes
+        self.policies = self.db.policies
+        self.journal = self.db.journal
+        self.candidates = self.db.candidates
+        self.records = self.db.records
+        self.data_keys = self.db.data_keys
+        self.ledger = self.db.ledger
+        self.outbox = self.db.outbox
+        self.forgotten = self.db.forgotten
+
+    @classmethod
+    def connect(cls, url: str, db_name: str) -> "Store":
+        return cls(AsyncMongoClient(url, tz_aware=True, serverSelectionTimeoutMS=5000), db_name)
+
+    async def ensure_indexes(self) -> None:
+        await self.journal.create_index([("scope", ASCENDING), ("cursor", ASCENDING)], unique=True)
+        await self.candidates.create_index([("admission_request_id", ASCENDING)], sparse=True)
+        await self.records.create_index([("scope", ASCENDING), ("payload_digest", ASCENDING), ("state", ASCENDING)])
+        await self.ledger.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
+        await self.outbox.create_index([("state", ASCENDING), ("next_attempt_at", ASCENDING)])
+        await self.outbox.create_index([("object_id", ASCENDING)])
+
+    async def transaction(self, body: Callable[[Session], Awaitable[T]]) -> T:
+        """Run ``body`` in one MongoDB transaction (retried on transient errors and on a lost
+        unique-key race). Driver failures become STORE_UNAVAILABLE; EngramErrors pass."""
+        for attempt in range(DUPLICATE_RETRIES):
+            try:
+                async with self.client.start_session() as session:
+                    return await session.with_transaction(body)
+            except DuplicateKeyError:
+                if attempt == DUPLICATE_RETRIES - 1:
+                    raise EngramError(Code.STORE_UNAVAILABLE) from None
+            except EngramError:
+                raise
+            except PyMongoError as exc:
+                # Driver messages may quote document values: log the class and code only.
+                log.error("transaction failed: %s code=%s", type(exc).__name__, getattr(exc, "code", None))
+                raise EngramError(Code.STORE_UNAVAILABLE) from None
+        raise EngramError(Code.STORE_UNAVAILABLE)
+
+    async def ping(self) -> None:
+        await self.client.admin.command("ping")
+
+    async def close(self) -> None:
+        await self.client.close()

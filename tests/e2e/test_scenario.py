@@ -4,10 +4,11 @@ scope sees nothing of the first; forged, expired and replayed contexts are refus
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
@@ -56,6 +57,17 @@ def code(envelope: dict) -> str:
     return envelope["error"]["code"]
 
 
+async def until(call: Callable[[], Awaitable[dict]], done: Callable[[dict], bool], timeout: float = 20.0) -> dict:
+    """Repeat ``call`` (an idempotent replay) until its value satisfies ``done``, bounded."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = value(await call())
+        if done(result) or time.monotonic() > deadline:
+            assert done(result), result
+            return result
+        await asyncio.sleep(0.1)
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_memory_lifecycle_end_to_end(stack: RunningStack, transport: str) -> None:
     tag = uuid.uuid4().hex[:8]
@@ -100,6 +112,12 @@ async def test_memory_lifecycle_end_to_end(stack: RunningStack, transport: str) 
         forgot = value(await memory.call("engram_memory_forget", forget, approver="human:ada"))
         assert forgot["receipt"]["to_state"] == "tombstoned"
         assert forgot["receipt"]["from_state"] == "accepted_current"
+        # The worker destroys the data key and collects the surfaces' removal: a replay with the
+        # same key reports the live status, and the coverage receipt once complete.
+        finished = await until(lambda: memory.call("engram_memory_forget", forget, approver="human:ada"),
+                               lambda v: v["projection_invalidation"] == "complete")
+        assert finished["replayed"] is True and finished["receipt"] == forgot["receipt"]
+        assert finished["coverage_receipt_digest"].startswith("sha256:")
 
         assert value(await memory.call("engram_memory_search", make_search_args(f"grpcio protobuf {tag}", PURPOSE)))["records"] == []
         assert code(await memory.call("engram_memory_get", make_get_args(record_id, PURPOSE))) == "NOT_FOUND"
@@ -116,6 +134,9 @@ async def test_withdraw_pending_candidate(stack: RunningStack, transport: str) -
         withdraw = make_withdraw_args(candidate_id, f"e2e-withdraw-{tag}-1")
         done = value(await memory.call("engram_memory_withdraw", withdraw, approver="human:ada"))
         assert done["receipt"]["to_state"] == "withdrawn" and done["replayed"] is False
+        erased = await until(lambda: memory.call("engram_memory_withdraw", withdraw, approver="human:ada"),
+                             lambda v: v["key_destruction"] == "complete")
+        assert erased["replayed"] is True and erased["receipt"] == done["receipt"]
         admit = make_request_admission_args(candidate_id, f"e2e-admit-{tag}-00002")
         assert code(await memory.call("engram_memory_request_admission", admit)) == "ALREADY_TERMINAL"
 

@@ -1,0 +1,42 @@
+"""The storage service in-process on 127.0.0.1:0 over a real gRPC channel, against the
+session's MongoDB-protocol server (one fresh database per test module) and real Redis."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from engram_api.admin.v1 import admin_pb2_grpc
+from engram_api.storage.v1 import storage_pb2_grpc
+from engram_core.grpc_server import channel
+from storage_service.deps import Deps
+from storage_service.server import create
+from storage_service.settings import StorageSettings
+from tests.storage.helpers import ADMIN_TOKEN, Storage
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def storage(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> AsyncIterator[Storage]:
+    tmp: Path = tmp_path_factory.mktemp("storage")
+    tag = request.module.__name__.rsplit(".", 1)[-1]
+    settings = StorageSettings(
+        grpc_host="127.0.0.1", grpc_port=0, mongo_url=mongo_url, mongo_db=f"st_{tag}_{tmp.name}"[:60],
+        redis_url=redis_url, task_queue=f"engram-test-{tag}-{tmp.name}", keyring=tmp / "keyring.json",
+        dev_keyring=True, admin_token=ADMIN_TOKEN, relay_interval_seconds=0.05,
+    )
+    running, close, deps = await create(settings)
+    chan = channel(f"127.0.0.1:{running.port}")
+    yield Storage(storage_pb2_grpc.StorageServiceStub(chan), admin_pb2_grpc.AdminServiceStub(chan), deps,
+                  f"127.0.0.1:{running.port}", settings)
+    await chan.close()
+    await running.stop(0)
+    await close()
+
+
+@pytest.fixture
+def deps(storage: Storage) -> Deps:
+    return storage.deps

@@ -1,0 +1,129 @@
+"""Builders for the storage tests: callers, gate keys and the RPCs as the gateway sends them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from engram_api.admin.v1 import admin_pb2, admin_pb2_grpc
+from engram_api.common.v1 import common_pb2
+from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
+from engram_core.canonical import canonicalize
+from engram_core.digests import digest, operation_digest
+from engram_core.errors import EngramError
+from engram_core.grpc_errors import error_from_rpc
+from engram_hostkit.examples import make_capture_args
+from storage_service.deps import Deps
+from storage_service.settings import StorageSettings
+
+ADMIN_TOKEN = "test-operator-token-0123456789"
+PURPOSE = "purpose:test"
+
+
+@dataclass
+class Storage:
+    stub: storage_pb2_grpc.StorageServiceStub
+    admin: admin_pb2_grpc.AdminServiceStub
+    deps: Deps
+    addr: str
+    settings: StorageSettings
+
+
+@dataclass
+class Who:
+    """One caller: a fresh scope (unique tenant) unless given."""
+
+    tenant: str = field(default_factory=lambda: "t-" + uuid.uuid4().hex[:10])
+    workspace: str = "default"
+    principal: str = "user:ada"
+
+    @property
+    def scope(self) -> common_pb2.Scope:
+        return common_pb2.Scope(tenant=self.tenant, workspace=self.workspace)
+
+    @property
+    def caller(self) -> common_pb2.Caller:
+        return common_pb2.Caller(scope=self.scope, principal=self.principal, agent_id="agent:t", session="s",
+                                 audit_id="audit-1", purpose_ref=PURPOSE)
+
+    def other_principal(self, principal: str) -> "Who":
+        return Who(self.tenant, self.workspace, principal)
+
+
+def key(prefix: str = "key") -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+async def rpc_code(call: Any) -> str:
+    """The contract code an RPC (or an in-process call) failed with; AssertionError when it
+    succeeded."""
+    try:
+        await call
+    except grpc.aio.AioRpcError as exc:
+        return error_from_rpc(exc).code.value
+    except EngramError as exc:
+        return exc.code.value
+    raise AssertionError("the call succeeded")
+
+
+async def enable(storage: Storage, who: Who, **policy: Any) -> None:
+    await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope),
+                                    metadata=(("authorization", f"Bearer {ADMIN_TOKEN}"),))
+    if policy:
+        from storage_service.store import Scope
+
+        await storage.deps.policies.update(Scope(who.tenant, who.workspace), policy)
+
+
+def capture_request(who: Who, args: dict[str, Any]) -> storage_pb2.CaptureRequest:
+    return storage_pb2.CaptureRequest(
+        caller=who.caller, idempotency_key=args["idempotency_key"],
+        operation_digest=operation_digest("engram_memory_capture", args),
+        payload_json=canonicalize(args["payload"]), evidence_json=canonicalize(args["evidence"]),
+    )
+
+
+async def capture(storage: Storage, who: Who, text: str = "A decision worth keeping.", **kw: Any) -> dict[str, Any]:
+    args = make_capture_args(idempotency_key=kw.pop("idempotency_key", None) or key("cap"), text=text,
+                             purpose_ref=PURPOSE, **kw)
+    reply = await storage.stub.Capture(capture_request(who, args))
+    return json.loads(reply.value_json)
+
+
+def transition_request(who: Who, tool: str, target: str, idem: str | None = None,
+                       reason: str = "reason:test") -> storage_pb2.TransitionRequest:
+    field_name = "candidate_id" if tool == "engram_memory_withdraw" else "record_id"
+    idem = idem or key("tr")
+    args = {field_name: target, "idempotency_key": idem, "reason_ref": reason}
+    return storage_pb2.TransitionRequest(
+        caller=who.caller, idempotency_key=idem, operation_digest=operation_digest(tool, args), target=target,
+        reason_ref=reason, authorization_digest=digest("authorization", {"approver": "human:test"}),
+    )
+
+
+def begin_request(who: Who, candidate_id: str, idem: str | None = None) -> storage_pb2.BeginAdmissionRequest:
+    idem = idem or key("adm")
+    args = {"candidate_id": candidate_id, "idempotency_key": idem}
+    return storage_pb2.BeginAdmissionRequest(
+        caller=who.caller, candidate_id=candidate_id, idempotency_key=idem,
+        operation_digest=operation_digest("engram_memory_request_admission", args),
+    )
+
+
+async def admit(storage: Storage, who: Who, candidate_id: str) -> dict[str, Any]:
+    """Begin admission and run the worker's decision (real gRPC, no Celery); the outcome."""
+    import asyncio
+
+    from admission_worker.tasks import TaskClients, run_decision
+
+    begun = await storage.stub.BeginAdmission(begin_request(who, candidate_id))
+    if begun.outcome_json:
+        return json.loads(begun.outcome_json)
+    clients = TaskClients.connect(storage.addr, "127.0.0.1:1", timeout=10)
+    await asyncio.to_thread(run_decision, clients, begun.request_id)
+    decided = await storage.stub.BeginAdmission(begin_request(who, candidate_id))
+    return json.loads(decided.outcome_json)

@@ -1,0 +1,85 @@
+"""Gateway rules over the running stack: visibility (host opt-in ∩ operator grants), hidden
+tools refused, confirmation-required capture, deadlines, and the Engram-Context header."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from engram_hostkit.examples import make_capture_args, make_get_args, make_search_args
+from engram_hostkit.tokens import CONFIRMATION_META_KEY, CONTEXT_META_KEY
+from engram_core.timefmt import now_ms
+from tests.e2e.conftest import RunningStack
+from tests.e2e.test_scenario import PURPOSE, code, connect, value
+
+SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
+
+
+@pytest.fixture(scope="module")
+def scopes(stack: RunningStack) -> dict[str, str]:
+    """Two extra tenants: one granted search+get only, one requiring confirmed captures."""
+    tag = uuid.uuid4().hex[:8]
+    names = {"granted": f"granted-{tag}", "confirm": f"confirm-{tag}"}
+    stack.admin("enable", "--tenant", names["granted"], "--workspace", "default", "--tools", SEARCH, GET)
+    stack.admin("enable", "--tenant", names["confirm"], "--workspace", "default", "--confirm", CAPTURE)
+    time.sleep(1.1)  # the gateway re-reads the host registry at most once a second
+    return names
+
+
+async def test_host_opt_in_limits_the_visible_tools(stack: RunningStack) -> None:
+    async with connect(stack, "http", tools=[SEARCH]) as memory:
+        assert await memory.list_tools() == [SEARCH]
+        with pytest.raises(MCPError) as refused:
+            await memory.call(GET, make_get_args("mem_" + "a" * 52, PURPOSE))
+        assert refused.value.code == -32602
+
+
+async def test_operator_grants_limit_the_visible_tools(stack: RunningStack, scopes: dict[str, str]) -> None:
+    async with connect(stack, "http", tenant=scopes["granted"]) as memory:
+        assert await memory.list_tools() == [SEARCH, GET]
+        with pytest.raises(MCPError) as refused:
+            await memory.call(CAPTURE, make_capture_args(idempotency_key="hidden-capture-0001", purpose_ref=PURPOSE))
+        assert refused.value.code == -32602
+        assert value(await memory.call(SEARCH, make_search_args("anything", PURPOSE)))["records"] == []
+
+
+async def test_a_scope_can_require_confirmed_captures(stack: RunningStack, scopes: dict[str, str]) -> None:
+    async with connect(stack, "http", tenant=scopes["confirm"]) as memory:
+        args = make_capture_args(idempotency_key=f"confirmed-{uuid.uuid4().hex}", purpose_ref=PURPOSE)
+        with pytest.raises(MCPError) as refused:
+            await memory.call(CAPTURE, args)
+        assert refused.value.code == -32603
+        other = make_capture_args(idempotency_key=f"other-key-{uuid.uuid4().hex}", purpose_ref=PURPOSE)
+        wrong = {CONTEXT_META_KEY: memory.context(),
+                 CONFIRMATION_META_KEY: memory.confirmation(CAPTURE, other, "human:ada")}
+        assert code(await memory.call(CAPTURE, args, meta=wrong)) == "gate_failed"
+        assert value(await memory.call(CAPTURE, args, approver="human:ada"))["status"] == "committed_pending"
+
+
+async def test_a_past_deadline_is_deadline_exceeded(stack: RunningStack) -> None:
+    async with connect(stack, "http") as memory:
+        meta = {CONTEXT_META_KEY: memory.context(deadline_ms=now_ms() - 1000)}
+        envelope = await memory.call(SEARCH, make_search_args("anything", PURPOSE), meta=meta)
+        assert code(envelope) == "DEADLINE_EXCEEDED" and envelope["error"]["retriable"] is True
+
+
+def _rpc(stack: RunningStack, meta: dict[str, str], headers: dict[str, str]) -> dict:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+    reply = httpx.post(stack.mcp_url, json=body, timeout=10, headers={
+        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18", **headers})
+    return reply.json()
+
+
+async def test_context_header_and_source_conflict(stack: RunningStack) -> None:
+    async with connect(stack, "http") as memory:
+        by_header = _rpc(stack, {}, {"Engram-Context": memory.context()})
+        assert len(by_header["result"]["tools"]) == 6
+        same = memory.context()
+        assert len(_rpc(stack, {CONTEXT_META_KEY: same}, {"Engram-Context": same})["result"]["tools"]) == 6
+        conflict = _rpc(stack, {CONTEXT_META_KEY: memory.context()}, {"Engram-Context": memory.context()})
+        assert conflict["error"]["code"] == -32603
+        assert conflict["error"]["message"] == "Trusted invocation context unavailable"

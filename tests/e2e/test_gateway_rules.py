@@ -83,3 +83,16 @@ async def test_context_header_and_source_conflict(stack: RunningStack) -> None:
         conflict = _rpc(stack, {CONTEXT_META_KEY: memory.context()}, {"Engram-Context": memory.context()})
         assert conflict["error"]["code"] == -32603
         assert conflict["error"]["message"] == "Trusted invocation context unavailable"
+
+
+async def test_admission_past_its_deadline_is_outcome_unknown_and_a_retry_collects_it(stack: RunningStack) -> None:
+    async with connect(stack, "http") as memory:
+        capture = make_capture_args(idempotency_key=f"slow-{uuid.uuid4().hex}", text="Decided while nobody waited.",
+                                    purpose_ref=PURPOSE)
+        candidate_id = value(await memory.call(CAPTURE, capture))["candidate_id"]
+        admit = {"candidate_id": candidate_id, "idempotency_key": f"slow-admit-{uuid.uuid4().hex}"}
+        hurried = {CONTEXT_META_KEY: memory.context(deadline_ms=now_ms() + 60)}
+        first = await memory.call("engram_memory_request_admission", admit, meta=hurried)
+        assert code(first) in ("MUTATION_OUTCOME_UNKNOWN", "DEADLINE_EXCEEDED") and first["error"]["retriable"]
+        retry = value(await memory.call("engram_memory_request_admission", admit))
+        assert retry["outcome"]["status"] == "accepted" and retry["outcome"]["record_id"].startswith("mem_")

@@ -3,11 +3,13 @@ session's MongoDB-protocol server (one fresh database per test module) and real 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+import redis.asyncio as aioredis
 
 from engram_api.admin.v1 import admin_pb2_grpc
 from engram_api.storage.v1 import storage_pb2_grpc
@@ -22,10 +24,10 @@ from tests.storage.helpers import ADMIN_TOKEN, Storage
 async def storage(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory,
                   request: pytest.FixtureRequest) -> AsyncIterator[Storage]:
     tmp: Path = tmp_path_factory.mktemp("storage")
-    tag = request.module.__name__.rsplit(".", 1)[-1]
+    tag = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_") + "_" + uuid.uuid4().hex[:8]
     settings = StorageSettings(
-        grpc_host="127.0.0.1", grpc_port=0, mongo_url=mongo_url, mongo_db=f"st_{tag}_{tmp.name}"[:60],
-        redis_url=redis_url, task_queue=f"engram-test-{tag}-{tmp.name}", keyring=tmp / "keyring.json",
+        grpc_host="127.0.0.1", grpc_port=0, mongo_url=mongo_url, mongo_db=f"st_{tag}",
+        redis_url=redis_url, task_queue=f"engram-test-{tag}", keyring=tmp / "keyring.json",
         dev_keyring=True, admin_token=ADMIN_TOKEN, relay_interval_seconds=0.05,
     )
     running, close, deps = await create(settings)
@@ -34,7 +36,11 @@ async def storage(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempP
                   f"127.0.0.1:{running.port}", settings)
     await chan.close()
     await running.stop(0)
+    await deps.store.client.drop_database(settings.mongo_db)
     await close()
+    redis = aioredis.Redis.from_url(redis_url)
+    await redis.delete(settings.task_queue)  # nobody consumes the relayed test tasks
+    await redis.aclose()
 
 
 @pytest.fixture

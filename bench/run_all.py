@@ -9,6 +9,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHES = (
     [sys.executable, str(HERE / "search_bench.py")],
+    [sys.executable, str(HERE / "storage_bench.py")],
     [sys.executable, str(HERE / "e2e_bench.py")],
 )
 

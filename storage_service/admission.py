@@ -164,7 +164,8 @@ class Admissions:
                 await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate["_id"])
             return outcome_json
 
-        outcome_json = await d.store.transaction(body)
+        owner = _scope(await self._by_request(request_id))
+        outcome_json = await d.store.transaction(body, owner)
         d.on_commit()
         return outcome_json
 

@@ -98,7 +98,7 @@ class Mutations:
             await d.ledger.record(session, key, CAPTURE, answer=answer_json)
             return Outcome(answer, False)
 
-        return await d.store.transaction(body)
+        return await d.store.transaction(body, scope)
 
     async def withdraw(self, key: GateKey, candidate_id: str, reason_ref: str, confirmation_digest: str) -> Outcome:
         d, scope = self._d, key.scope
@@ -119,7 +119,7 @@ class Mutations:
             await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate_id)
             return answer, False
 
-        answer, replayed = await d.store.transaction(body)
+        answer, replayed = await d.store.transaction(body, scope)
         d.on_commit()
         destroyed = await d.vault.destroyed(candidate_id)
         return Outcome({**answer, "replayed": replayed, "key_destruction": "complete" if destroyed else "pending"}, replayed)
@@ -147,7 +147,7 @@ class Mutations:
             await outbox.enqueue(d.store, session, INVALIDATE_PROJECTION, scope, record_id)
             return answer, False
 
-        answer, replayed = await d.store.transaction(body)
+        answer, replayed = await d.store.transaction(body, scope)
         d.on_commit()
         value: dict[str, Any] = {**answer, "replayed": replayed, "projection_invalidation": "pending"}
         row = await outbox.find_for(d.store, record_id, INVALIDATE_PROJECTION)

@@ -19,6 +19,7 @@ Collections (every scoped document carries ``scope`` = the scope digest, never r
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ Session = AsyncClientSession
 
 # A transaction that lost a unique-key race is re-run: the re-run sees the winner's writes.
 DUPLICATE_RETRIES = 5
+# Writers of one scope in this process queue on one of these striped locks instead of racing
+# for the scope's journal head (each lost race is an aborted, retried transaction). Writers in
+# other replicas still conflict and retry; the locks only cut the work, not the guarantees.
+SCOPE_LOCK_STRIPES = 64
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class Store:
         self.ledger = self.db.ledger
         self.outbox = self.db.outbox
         self.forgotten = self.db.forgotten
+        self._scope_locks = [asyncio.Lock() for _ in range(SCOPE_LOCK_STRIPES)]
 
     @classmethod
     def connect(cls, url: str, db_name: str) -> "Store":
@@ -83,9 +89,16 @@ class Store:
         await self.outbox.create_index([("state", ASCENDING), ("next_attempt_at", ASCENDING)])
         await self.outbox.create_index([("object_id", ASCENDING)])
 
-    async def transaction(self, body: Callable[[Session], Awaitable[T]]) -> T:
+    async def transaction(self, body: Callable[[Session], Awaitable[T]], scope: Scope | None = None) -> T:
         """Run ``body`` in one MongoDB transaction (retried on transient errors and on a lost
-        unique-key race). Driver failures become STORE_UNAVAILABLE; EngramErrors pass."""
+        unique-key race). Driver failures become STORE_UNAVAILABLE; EngramErrors pass.
+        ``scope``: the scope whose journal the body appends to (serialises local writers)."""
+        if scope is None:
+            return await self._transaction(body)
+        async with self._scope_locks[hash(scope.key) % SCOPE_LOCK_STRIPES]:
+            return await self._transaction(body)
+
+    async def _transaction(self, body: Callable[[Session], Awaitable[T]]) -> T:
         for attempt in range(DUPLICATE_RETRIES):
             try:
                 async with self.client.start_session() as session:

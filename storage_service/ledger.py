@@ -10,6 +10,7 @@ Errors are not stored: a failed call changed nothing, and a retry re-executes it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -25,7 +26,7 @@ class GateKey:
     idempotency_key: str
     operation_digest: str
 
-    @property
+    @cached_property
     def identity(self) -> str:
         return capture_identity_digest(self.scope.tenant, self.scope.workspace, self.principal, self.idempotency_key)
 

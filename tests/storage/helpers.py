@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from typing import Any
 
 import grpc
 
+from admission_worker.tasks import TaskClients, run_decision
 from engram_api.admin.v1 import admin_pb2, admin_pb2_grpc
 from engram_api.common.v1 import common_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
@@ -19,6 +21,7 @@ from engram_core.grpc_errors import error_from_rpc
 from engram_hostkit.examples import make_capture_args
 from storage_service.deps import Deps
 from storage_service.settings import StorageSettings
+from storage_service.store import Scope
 
 ADMIN_TOKEN = "test-operator-token-0123456789"
 PURPOSE = "purpose:test"
@@ -74,8 +77,6 @@ async def enable(storage: Storage, who: Who, **policy: Any) -> None:
     await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope),
                                     metadata=(("authorization", f"Bearer {ADMIN_TOKEN}"),))
     if policy:
-        from storage_service.store import Scope
-
         await storage.deps.policies.update(Scope(who.tenant, who.workspace), policy)
 
 
@@ -116,10 +117,6 @@ def begin_request(who: Who, candidate_id: str, idem: str | None = None) -> stora
 
 async def admit(storage: Storage, who: Who, candidate_id: str) -> dict[str, Any]:
     """Begin admission and run the worker's decision (real gRPC, no Celery); the outcome."""
-    import asyncio
-
-    from admission_worker.tasks import TaskClients, run_decision
-
     begun = await storage.stub.BeginAdmission(begin_request(who, candidate_id))
     if begun.outcome_json:
         return json.loads(begun.outcome_json)

@@ -24,7 +24,7 @@ async def create(settings: AdmissionSettings) -> tuple[RunningServer, Callable[[
     redis = aioredis.Redis.from_url(settings.redis_url)
     servicer = AdmissionServicer(
         storage_pb2_grpc.StorageServiceStub(storage_channel),
-        make_celery(settings.redis_url, settings.task_queue),
+        make_celery(settings),
         redis,
     )
     running = await create_server(

@@ -6,19 +6,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 
 import grpc
 import redis.asyncio as aioredis
 from celery import Celery
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from engram_api.admission.v1 import admission_pb2, admission_pb2_grpc
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.canonical import canonicalize
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import error_from_rpc, rpc_boundary
-from engram_core.taskq import DECIDE_ADMISSION
-from admission_worker.results import wait_for_result
+from engram_core.taskq import DECIDE_ADMISSION, decision_task_id
+from admission_worker.results import TaskFailed, forget_result, wait_for_result
 
 log = logging.getLogger("engram.admission")
 
@@ -56,18 +57,29 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
         begun = await self._begin(request, deadline - loop.time())
         if begun.outcome_json:
             return _answer(begun.outcome_json, replayed=True)
-        task_id = f"{begun.request_id}.{uuid.uuid4().hex[:8]}"
-        await asyncio.to_thread(
-            self._celery.send_task, DECIDE_ADMISSION, args=[begun.request_id], task_id=task_id
-        )
-        wait = deadline - loop.time() - ANSWER_MARGIN_SECONDS
-        if wait <= 0 or not await wait_for_result(self._redis, task_id, wait):
+        outcome = await self._decide(begun.request_id, deadline - loop.time() - ANSWER_MARGIN_SECONDS)
+        if outcome is None:
+            # Not decided in time (or the task failed): the request stays owed to the worker
+            # (storage's outbox publishes it again), and a same-key retry collects it.
             raise EngramError(Code.MUTATION_OUTCOME_UNKNOWN)
-        decided = await self._begin(request, deadline - loop.time())
-        if not decided.outcome_json:
-            # The task ended without a decision (e.g. retries exhausted): outcome unknown.
-            raise EngramError(Code.MUTATION_OUTCOME_UNKNOWN)
-        return _answer(decided.outcome_json, replayed=False)
+        return _answer(outcome.encode("utf-8"), replayed=False)
+
+    async def _decide(self, request_id: str, wait: float) -> str | None:
+        """Publish the decision task and wait for its recorded outcome (canonical JSON)."""
+        if wait <= 0:
+            return None
+        task_id = decision_task_id(request_id)
+        key = self._celery.backend.get_key_for_task(task_id)
+        try:
+            await forget_result(self._redis, key)
+            await asyncio.to_thread(self._celery.send_task, DECIDE_ADMISSION, args=[request_id], task_id=task_id)
+            result = await wait_for_result(self._redis, key, wait)
+        except (RedisError, OSError, OperationalError) as exc:
+            log.warning("decision task not awaited: %s", type(exc).__name__)
+            return None
+        except TaskFailed:
+            return None
+        return result if isinstance(result, str) and result else None
 
 
 def _answer(outcome_json: bytes, *, replayed: bool) -> admission_pb2.RequestAdmissionResponse:

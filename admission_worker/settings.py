@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from engram_core.settings import GrpcServiceSettings
-from engram_core.taskq import DEFAULT_QUEUE
+from engram_core.settings import TaskQueueSettings
 
 
-class AdmissionSettings(GrpcServiceSettings):
+class AdmissionSettings(TaskQueueSettings):
     grpc_port: int = 50053
     storage_addr: str = "127.0.0.1:50051"
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    task_queue: str = DEFAULT_QUEUE
 
 
-class WorkerSettings(GrpcServiceSettings):
+class WorkerSettings(TaskQueueSettings):
     # The worker's own health server (no Service in Kubernetes; probes only).
     grpc_port: int = 50054
     storage_addr: str = "127.0.0.1:50051"
     search_addr: str = "127.0.0.1:50052"
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    task_queue: str = DEFAULT_QUEUE
     worker_concurrency: int = 2
     # Seconds for one storage/search call made by a task.
     task_rpc_seconds: float = 10.0

@@ -55,9 +55,11 @@ class TaskClients:
 
 
 def run_decision(clients: TaskClients, request_id: str) -> str:
+    """Decide one admission request (once: a decided request returns what was recorded).
+    Returns the recorded outcome, canonical JSON of ids, cursor and digests (no content)."""
     opened = clients.call(clients.storage.OpenCandidate, storage_pb2.OpenCandidateRequest(request_id=request_id))
     if opened.outcome_json:
-        return "already_decided"
+        return opened.outcome_json.decode("utf-8")
     verdict = decide(
         json.loads(opened.payload_json),
         json.loads(opened.evidence_json),
@@ -65,13 +67,13 @@ def run_decision(clients: TaskClients, request_id: str) -> str:
         duplicate_of_record_id=opened.duplicate_of_record_id,
         matches_forgotten=opened.matches_forgotten,
     )
-    clients.call(
+    committed = clients.call(
         clients.storage.CommitDecision,
         storage_pb2.CommitDecisionRequest(
             request_id=request_id, decision=verdict.decision, reason=verdict.reason, trust=verdict.trust
         ),
     )
-    return verdict.decision
+    return committed.outcome_json.decode("utf-8")
 
 
 def run_destroy_key(clients: TaskClients, outbox_id: str) -> str:

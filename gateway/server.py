@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 import uvicorn
 
 from engram_core import logs
+from engram_core.taskq import redis_prefix
 from gateway.backends import Backends
 from gateway.confirmation import ConfirmationVerifier
 from gateway.context import ContextVerifier, ReplayGuard
@@ -42,7 +43,7 @@ async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
     """Wire registry, replay guard, verifiers and backends from settings."""
     registry = HostRegistry.load(settings.host_registry)
     redis = aioredis.Redis.from_url(settings.redis_url)
-    replay = ReplayGuard(redis)
+    replay = ReplayGuard(redis, prefix=redis_prefix(settings.deployment) + "jti:")
     backends = Backends(settings.storage_addr, settings.search_addr, settings.admission_addr)
     dispatcher = Dispatcher(
         backends,

@@ -17,7 +17,7 @@ from engram_core.canonical import canonicalize
 from engram_core.digests import with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.ids import new_request_id
-from engram_core.taskq import DESTROY_KEY
+from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY
 from engram_core.timefmt import format_instant, now_ms
 from storage_service import journal, outbox
 from storage_service.deps import Deps
@@ -79,8 +79,15 @@ class Admissions:
                 return Begun(outcome_json=bytes(candidate["outcome"]))
             request_id = candidate.get("admission_request_id") or new_request_id()
             if "admission_request_id" not in candidate:
-                await d.store.candidates.update_one({"_id": candidate_id}, {"$set": {"admission_request_id": request_id}},
-                                                    session=session)
+                # The decision task is owed from now on: its outbox row makes the relay publish
+                # it again if the admission service's own publish is lost (or never happens).
+                decide_outbox_id = await outbox.enqueue(
+                    d.store, session, DECIDE_ADMISSION, scope, candidate_id, arg=request_id,
+                    sent_by_caller_for=d.decision_backstop_seconds)
+                await d.store.candidates.update_one(
+                    {"_id": candidate_id},
+                    {"$set": {"admission_request_id": request_id, "decide_outbox_id": decide_outbox_id}},
+                    session=session)
             return Begun(request_id=request_id)
 
         return await d.store.transaction(body)
@@ -160,6 +167,8 @@ class Admissions:
             await d.store.candidates.update_one(
                 {"_id": candidate["_id"], "state": PENDING},
                 {"$set": {"state": new_state, "outcome": outcome_json, "decision_reason": reason}}, session=session)
+            if candidate.get("decide_outbox_id"):
+                await outbox.complete_in(d.store, session, candidate["decide_outbox_id"])
             if verdict != "pending_adjudication":
                 await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate["_id"])
             return outcome_json

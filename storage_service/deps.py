@@ -22,6 +22,9 @@ class Deps:
     keys: KeyProvider
     ledger_retention_days: float = 7.0
     on_commit: Callable[[], None] = field(default=lambda: None)
+    # The admission service publishes a decision task itself; the relay publishes it again
+    # only if no decision is recorded this many seconds later (worker or broker lost it).
+    decision_backstop_seconds: float = 10.0
 
     def __post_init__(self) -> None:
         self.vault = Vault(self.store, self.keys)

@@ -1,11 +1,14 @@
 """The transactional outbox and its relay to Celery.
 
-A state change that needs an asynchronous effect (destroy a data key, invalidate projections)
-writes an outbox row in its own transaction. The relay publishes pending rows as Celery tasks
-whose only argument is the outbox id, then marks them sent. A crash between publish and mark
-only causes a duplicate delivery, which the idempotent tasks absorb. A sent row the worker has
-not completed is re-sent after ``resend_after`` seconds, up to ``max_attempts`` deliveries,
-then marked ``dead`` and logged for the operator.
+A state change that needs an asynchronous effect (decide an admission, destroy a data key,
+invalidate projections) writes an outbox row in its own transaction. The relay publishes due
+rows as Celery tasks whose only argument is an id (the outbox id, or the admission request id
+for a decision), then marks them sent. A row is ``done`` only when its effect is recorded in
+storage (the decision committed, the key destroyed, the coverage recorded), never merely when
+it was published: a task lost with its broker or its worker is published again, after
+``resend_after`` seconds, doubling per delivery up to ``resend_max``, until ``max_attempts``
+deliveries; then the row is marked ``dead`` and logged for the operator. A crash between
+publish and mark only causes a duplicate delivery, which the idempotent tasks absorb.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from celery import Celery
 
 from engram_core.ids import b32
+from engram_core.taskq import DECIDE_ADMISSION, decision_task_id
 from storage_service.store import Scope, Session, Store
 
 log = logging.getLogger("engram.storage.outbox")
@@ -31,9 +35,15 @@ def new_outbox_id() -> str:
     return "obx_" + b32(os.urandom(16))
 
 
-async def enqueue(store: Store, session: Session, task: str, scope: Scope, object_id: str) -> str:
+async def enqueue(store: Store, session: Session, task: str, scope: Scope, object_id: str, *,
+                  arg: str = "", sent_by_caller_for: float = 0.0) -> str:
+    """Write an outbox row in ``session``'s transaction; returns its id. ``arg``: the task's
+    argument when it is not the outbox id. ``sent_by_caller_for``: the caller publishes the
+    task itself at once (the admission fast path); the relay publishes it only if its effect
+    is not recorded after that many seconds."""
     outbox_id = new_outbox_id()
     now = datetime.now(timezone.utc)
+    caller_sends = sent_by_caller_for > 0
     await store.outbox.insert_one(
         {
             "_id": outbox_id,
@@ -43,14 +53,30 @@ async def enqueue(store: Store, session: Session, task: str, scope: Scope, objec
             "tenant": scope.tenant,
             "workspace": scope.workspace,
             "object_id": object_id,
-            "state": PENDING,
-            "attempts": 0,
+            **({"arg": arg} if arg else {}),
+            "state": SENT if caller_sends else PENDING,
+            "attempts": 1 if caller_sends else 0,
             "created_at": now,
-            "next_attempt_at": now,
+            "next_attempt_at": now + timedelta(seconds=sent_by_caller_for),
         },
         session=session,
     )
     return outbox_id
+
+
+async def complete_in(store: Store, session: Session, outbox_id: str) -> None:
+    """Mark a row done inside the transaction that recorded its effect."""
+    await store.outbox.update_one(
+        {"_id": outbox_id}, {"$set": {"state": DONE, "done_at": datetime.now(timezone.utc)}}, session=session
+    )
+
+
+def task_message(row: dict[str, Any]) -> tuple[str, str]:
+    """The (task id, argument) a row is published with. Every delivery of a decision shares
+    one task id (its result key is what the admission service waits on)."""
+    if row["task"] == DECIDE_ADMISSION:
+        return decision_task_id(row["arg"]), row["arg"]
+    return f"{row['_id']}.{row['attempts'] + 1}", row["_id"]
 
 
 async def get(store: Store, outbox_id: str) -> dict[str, Any] | None:
@@ -70,11 +96,13 @@ async def find_for(store: Store, object_id: str, task: str, session: Session | N
 class Relay:
     """Publishes due outbox rows; ``wake()`` after a commit makes it run at once."""
 
-    def __init__(self, store: Store, celery: Celery, *, interval: float, resend_after: float, max_attempts: int) -> None:
+    def __init__(self, store: Store, celery: Celery, *, interval: float, resend_after: float, max_attempts: int,
+                 resend_max: float = 300.0) -> None:
         self._store = store
         self._celery = celery
         self._interval = interval
-        self._resend_after = timedelta(seconds=resend_after)
+        self._resend_after = resend_after
+        self._resend_max = max(resend_max, resend_after)
         self._max_attempts = max_attempts
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -107,6 +135,10 @@ class Relay:
                 pass
             self._wake.clear()
 
+    def resend_delay(self, attempts: int) -> timedelta:
+        """How long after its ``attempts + 1``-th delivery an unfinished row is published again."""
+        return timedelta(seconds=min(self._resend_after * 2 ** min(attempts, 16), self._resend_max))
+
     async def relay_once(self) -> int:
         """Publish every due row once; returns how many were published."""
         now = datetime.now(timezone.utc)
@@ -119,11 +151,11 @@ class Relay:
                 await self._store.outbox.update_one({"_id": row["_id"], "state": row["state"]}, {"$set": {"state": DEAD}})
                 log.error("outbox row dead after %d deliveries: %s", row["attempts"], row["_id"])
                 continue
-            task_id = f"{row['_id']}.{row['attempts'] + 1}"
-            await asyncio.to_thread(self._celery.send_task, row["task"], args=[row["_id"]], task_id=task_id)
+            task_id, arg = task_message(row)
+            await asyncio.to_thread(self._celery.send_task, row["task"], args=[arg], task_id=task_id)
             await self._store.outbox.update_one(
                 {"_id": row["_id"], "state": {"$in": [PENDING, SENT]}},
-                {"$set": {"state": SENT, "sent_at": now, "next_attempt_at": now + self._resend_after},
+                {"$set": {"state": SENT, "sent_at": now, "next_attempt_at": now + self.resend_delay(row["attempts"])},
                  "$inc": {"attempts": 1}},
             )
             published += 1

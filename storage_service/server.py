@@ -35,12 +35,13 @@ async def create(settings: StorageSettings) -> tuple[RunningServer, Callable[[],
     relay: Relay | None = None
     if settings.relay_enabled:
         relay = Relay(
-            store, make_celery(settings.redis_url, settings.task_queue),
+            store, make_celery(settings),
             interval=settings.relay_interval_seconds, resend_after=settings.relay_resend_after_seconds,
-            max_attempts=settings.relay_max_attempts,
+            max_attempts=settings.relay_max_attempts, resend_max=settings.relay_resend_max_seconds,
         )
     deps = Deps(store, FileKeyProvider(load_keyring(settings)), settings.ledger_retention_days,
-                on_commit=relay.wake if relay else (lambda: None))
+                on_commit=relay.wake if relay else (lambda: None),
+                decision_backstop_seconds=settings.relay_resend_after_seconds)
     storage = StorageServicer(deps)
     admin = AdminServicer(deps.policies, settings.admin_token.get_secret_value())
 

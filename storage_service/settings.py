@@ -10,19 +10,15 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr
 
-from engram_core.settings import GrpcServiceSettings
-from engram_core.taskq import DEFAULT_QUEUE
+from engram_core.settings import TaskQueueSettings
 
 
-class StorageSettings(GrpcServiceSettings):
+class StorageSettings(TaskQueueSettings):
     """Everything the storage service needs; secrets are ``SecretStr`` so they never print."""
 
     grpc_port: int = 50051
     mongo_url: str = Field(..., min_length=1)
     mongo_db: str = "engram"
-    # Broker of the outbox relay (Celery over Redis) and the queue its tasks go to.
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    task_queue: str = DEFAULT_QUEUE
     # Path of the tenant KEK keyring file. ``dev_keyring`` creates it when missing (never in
     # production: a lost keyring makes every stored object unrecoverable).
     keyring: Path
@@ -31,8 +27,10 @@ class StorageSettings(GrpcServiceSettings):
     admin_token: SecretStr = Field(..., min_length=16)
     ledger_retention_days: float = Field(7.0, ge=7.0)
     relay_interval_seconds: float = Field(0.2, gt=0)
-    # A sent outbox row without completion is re-sent after this many seconds, up to
-    # relay_max_attempts deliveries; then it is marked dead (logged for the operator).
-    relay_resend_after_seconds: float = Field(60.0, gt=0)
+    # A sent outbox row whose effect is not recorded is published again after this many
+    # seconds, doubling per delivery up to relay_resend_max_seconds, for relay_max_attempts
+    # deliveries (about 25 minutes with the defaults); then it is marked dead (logged).
+    relay_resend_after_seconds: float = Field(10.0, gt=0)
+    relay_resend_max_seconds: float = Field(300.0, gt=0)
     relay_max_attempts: int = Field(10, ge=1)
     relay_enabled: bool = True

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from pymongo import ASCENDING, AsyncMongoClient
 from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.client_session import TransactionOptions
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 from pymongo.read_concern import ReadConcern
@@ -45,6 +46,10 @@ DUPLICATE_RETRIES = 5
 # for the scope's journal head (each lost race is an aborted, retried transaction). Writers in
 # other replicas still conflict and retry; the locks only cut the work, not the guarantees.
 SCOPE_LOCK_STRIPES = 64
+# Acknowledged means durable: a majority of the replica set has the write in its journal (on
+# SecantusDB, started with --sync-on-commit, the WiredTiger log is fsynced at each commit).
+DURABLE = WriteConcern("majority", j=True)
+TRANSACTIONS = TransactionOptions(read_concern=ReadConcern("majority"), write_concern=DURABLE)
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ class Store:
     def __init__(self, client: AsyncMongoClient[Any], db_name: str) -> None:
         self.client = client
         self.db: AsyncDatabase[Any] = client.get_database(
-            db_name, write_concern=WriteConcern("majority"), read_concern=ReadConcern("majority")
+            db_name, write_concern=DURABLE, read_concern=ReadConcern("majority")
         )
         self.scopes = self.db.scopes
         self.policies = self.db.policies
@@ -79,7 +84,8 @@ class Store:
 
     @classmethod
     def connect(cls, url: str, db_name: str) -> "Store":
-        return cls(AsyncMongoClient(url, tz_aware=True, serverSelectionTimeoutMS=5000), db_name)
+        return cls(AsyncMongoClient(url, tz_aware=True, serverSelectionTimeoutMS=5000, w="majority", journal=True),
+                   db_name)
 
     async def ensure_indexes(self) -> None:
         await self.journal.create_index([("scope", ASCENDING), ("cursor", ASCENDING)], unique=True)
@@ -101,7 +107,7 @@ class Store:
     async def _transaction(self, body: Callable[[Session], Awaitable[T]]) -> T:
         for attempt in range(DUPLICATE_RETRIES):
             try:
-                async with self.client.start_session() as session:
+                async with self.client.start_session(default_transaction_options=TRANSACTIONS) as session:
                     return await session.with_transaction(body)
             except DuplicateKeyError:
                 if attempt == DUPLICATE_RETRIES - 1:

@@ -23,7 +23,7 @@ def stack(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFacto
         "ENGRAM_MONGO_URL": mongo_url,
         "ENGRAM_MONGO_DB": f"e2e_{tag}",
         "ENGRAM_REDIS_URL": redis_url,
-        "ENGRAM_TASK_QUEUE": f"engram-e2e-{tag}",
+        "ENGRAM_DEPLOYMENT": f"e2e-{tag}",
     }
     try:
         running = spawn_up(tmp_path_factory.mktemp("stack") / "engram", free_port(), env)

@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from engram_api.admin.v1 import admin_pb2_grpc
 from engram_api.storage.v1 import storage_pb2_grpc
 from engram_core.grpc_server import channel
+from engram_core.taskq import redis_prefix
 from storage_service.deps import Deps
 from storage_service.server import create
 from storage_service.settings import StorageSettings
@@ -27,7 +28,7 @@ async def storage(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempP
     tag = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_") + "_" + uuid.uuid4().hex[:8]
     settings = StorageSettings(
         grpc_host="127.0.0.1", grpc_port=0, mongo_url=mongo_url, mongo_db=f"st_{tag}",
-        redis_url=redis_url, task_queue=f"engram-test-{tag}", keyring=tmp / "keyring.json",
+        redis_url=redis_url, deployment=f"st-{tag.replace('_', '-')}", task_queue="engram", keyring=tmp / "keyring.json",
         dev_keyring=True, admin_token=ADMIN_TOKEN, relay_interval_seconds=0.05,
     )
     running, close, deps = await create(settings)
@@ -39,7 +40,10 @@ async def storage(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempP
     await deps.store.client.drop_database(settings.mongo_db)
     await close()
     redis = aioredis.Redis.from_url(redis_url)
-    await redis.delete(settings.task_queue)  # nobody consumes the relayed test tasks
+    # Nobody consumes the relayed test tasks: drop every key of this module's deployment.
+    keys = [key async for key in redis.scan_iter(match=redis_prefix(settings.deployment) + "*", count=500)]
+    if keys:
+        await redis.delete(*keys)
     await redis.aclose()
 
 

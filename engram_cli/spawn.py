@@ -1,4 +1,7 @@
-"""Run ``engram up`` as a child process and wait for its ready line (tests and benchmarks)."""
+"""Run ``engram up`` as a child process and wait for its ready line (tests and benchmarks).
+
+The child gets SIGKILL if the spawning process dies (it then stops its own children the same
+way), so call :func:`spawn_up` from the main thread."""
 
 from __future__ import annotations
 
@@ -7,9 +10,11 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from engram_cli.datastores import die_with_parent
 from engram_cli.stackstate import DEV_AUDIENCE
 
 
@@ -25,8 +30,11 @@ class SpawnedStack:
     state_dir: Path
     env: dict[str, str]
     startup_seconds: float
+    # What engram up printed up to and including its ready line (stdout and stderr).
+    startup_output: list[str] = field(default_factory=list)
 
-    def state(self) -> dict[str, str]:
+    def state(self) -> dict[str, Any]:
+        """The stack's ``stack.json`` as written last."""
         return json.loads((self.state_dir / "stack.json").read_text())
 
     def gateway_env(self) -> dict[str, str]:
@@ -49,10 +57,11 @@ class SpawnedStack:
         )
 
     def pids(self) -> dict[str, int]:
-        """Service name → pid, from the stack's process table."""
+        """Child name (services and started datastores) → pid, from the stack's process table."""
         return {k: int(v) for k, v in self.state().get("pids", {}).items()}
 
     def stop(self, timeout: float = 30.0) -> None:
+        """SIGINT (an orderly stop), then SIGKILL after ``timeout`` seconds."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
@@ -63,11 +72,12 @@ class SpawnedStack:
 
 
 def spawn_up(state_dir: Path, port: int, env: dict[str, str], timeout: float = 120.0) -> SpawnedStack:
+    """Start ``engram up`` and return once it printed its ready line (SpawnError otherwise)."""
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "engram_cli.main", "up", "--state-dir", str(state_dir), "--port", str(port)],
         env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
+        text=True, start_new_session=True, preexec_fn=die_with_parent(),
     )
     assert proc.stdout is not None
     output: list[str] = []
@@ -80,7 +90,7 @@ def spawn_up(state_dir: Path, port: int, env: dict[str, str], timeout: float = 1
         if line.startswith("engram ready "):
             fields = dict(part.split("=", 1) for part in line.split()[2:])
             return SpawnedStack(proc, fields["mcp"], Path(fields["host_file"]), state_dir, env,
-                                time.monotonic() - started)
+                                time.monotonic() - started, output)
     proc.kill()
     proc.wait()
     logs = ""

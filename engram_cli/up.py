@@ -1,26 +1,33 @@
-"""``engram up``: the whole system on loopback, each service its own process.
+"""``engram up``: the whole system on loopback, each service its own process, supervised.
 
-Starts the datastores it needs (SecantusDB unless ENGRAM_MONGO_URL is set; Redis only if none
-answers at ENGRAM_REDIS_URL / 127.0.0.1:6379), generates development secrets and a dev host,
-starts storage, search, admission, worker and gateway, waits until all are SERVING, enables
-the dev scope, and prints one line:
+Datastores: ENGRAM_MONGO_URL / ENGRAM_REDIS_URL are used exactly as given (and must answer);
+unset, engram up starts its own SecantusDB (``--sync-on-commit``, data in <state_dir>/mongo)
+and redis-server (append-only file in <state_dir>/redis). It generates development secrets and
+a dev host, starts storage, search, admission, worker and gateway, waits until all are SERVING
+and the gateway's /readyz names this run, enables the dev scope, and prints one line:
 
     engram ready mcp=<url> host_file=<path>
 
-Ctrl-C (or SIGTERM) stops everything in reverse order.
+Then it supervises: a child that exits (service or datastore) is reported and restarted on
+the same port, data and environment; more than 5 restarts of one child within 60 s stop the
+stack (exit 1). Every child gets SIGKILL if engram up dies, however it dies. One engram up per
+state directory (<state_dir>/up.lock). Ctrl-C (or SIGTERM) stops everything in reverse order.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
+import secrets
 import signal
-import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -28,8 +35,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from engram_cli import datastores
 from engram_cli.admin import enable_scope
+from engram_cli.datastores import ChildProcess
 from engram_cli.stackstate import (
-    DEV_AUDIENCE, DEV_HOST_ID, DEV_TENANT, DEV_WORKSPACE, StackState, secret_file,
+    DEV_AUDIENCE, DEV_HOST_ID, DEV_TENANT, DEV_WORKSPACE, LockHeld, StackState, StateLock,
+    deployment_for, secret_file, stop_leftovers,
 )
 from engram_core.crypto import Keyring
 from engram_hostkit.hostfile import HostFile
@@ -38,35 +47,98 @@ from gateway.hosts import upsert_host
 
 SERVICES = ("storage", "search", "admission", "worker", "gateway")
 START_TIMEOUT_SECONDS = 60.0
+POLL_SECONDS = 0.1
+RESTART_LIMIT = 5
+RESTART_WINDOW_SECONDS = 60.0
+SERVICE_STOP_SECONDS = 15.0
 
 
 class StackError(RuntimeError):
     pass
 
 
+def _say(message: str) -> None:
+    print(f"engram up: {message}", file=sys.stderr, flush=True)
+
+
+def _exit_text(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"code {code}"
+
+
+class EventLog:
+    """Child exits and restarts as JSON lines in ``<log_dir>/up.log`` (no URLs, no secrets)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, event: str, **fields: Any) -> None:
+        """Append one event; a log that cannot be written never stops the supervisor."""
+        line = json.dumps({"time": round(time.time(), 3), "event": event, **fields})
+        try:
+            with open(self.path, "a") as handle:
+                handle.write(line + "\n")
+        except OSError:
+            pass
+
+
+class RestartBudget:
+    """At most ``limit`` restarts of one child within ``window`` seconds."""
+
+    def __init__(self, limit: int = RESTART_LIMIT, window: float = RESTART_WINDOW_SECONDS) -> None:
+        self.limit = limit
+        self.window = window
+        self._times: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+
+    def spend(self, name: str, now: float | None = None) -> int | None:
+        """Count one restart of ``name``: its number within the window, or None if over budget."""
+        now = time.monotonic() if now is None else now
+        times = self._times[name]
+        while times and now - times[0] > self.window:
+            times.popleft()
+        times.append(now)
+        return len(times) if len(times) <= self.limit else None
+
+
 class Stack:
-    def __init__(self, state_dir: Path, gateway_port: int, log_dir: Path) -> None:
+    def __init__(self, state_dir: Path, gateway_port: int, log_dir: Path, run_id: str) -> None:
         self.state_dir = state_dir
         self.gateway_port = gateway_port
         self.log_dir = log_dir
-        self.datastores: list[datastores.ChildProcess] = []
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.run_id = run_id
+        self.datastores: list[ChildProcess] = []
+        self.services: dict[str, ChildProcess] = {}
+        self.events = EventLog(log_dir / "up.log")
+        self.budget = RestartBudget()
         self._ports: dict[str, int] = {}
+        self.state: StackState | None = None
 
     # -- preparation -------------------------------------------------------------------------
 
-    def _datastores(self) -> tuple[str, str]:
-        mongo_url = os.environ.get("ENGRAM_MONGO_URL")
-        if not mongo_url:
-            child = datastores.start_secantus(self.state_dir / "mongo", log_file=self.log_dir / "mongodb.log")
-            self.datastores.append(child)
-            mongo_url = child.url
-        redis_url = os.environ.get("ENGRAM_REDIS_URL") or "redis://127.0.0.1:6379/0"
-        if not datastores.redis_answers(redis_url):
-            child = datastores.start_redis()
-            self.datastores.append(child)
-            redis_url = child.url
-        return mongo_url, redis_url
+    @staticmethod
+    def _given(variable: str, answers: Callable[[str], bool], what: str) -> str | None:
+        url = os.environ.get(variable)
+        if not url:
+            return None
+        if not answers(url):
+            raise StackError(
+                f"{variable} {datastores.redact_url(url)} does not answer; start that {what} or unset the variable"
+            )
+        _say(f"{what.lower()} {datastores.redact_url(url)} (given by {variable})")
+        return url
+
+    def _start_mongo(self) -> str:
+        data = self.state_dir / "mongo"
+        child = datastores.start_secantus(data, log_file=self.log_dir / "mongodb.log")
+        self.datastores.append(child)
+        _say(f"mongodb {child.url} (started SecantusDB, data in {data})")
+        return child.url
+
+    def _start_redis(self) -> str:
+        data = self.state_dir / "redis"
+        child = datastores.start_redis(data_dir=data, log_file=self.log_dir / "redis.log")
+        self.datastores.append(child)
+        _say(f"redis {child.url} (started, AOF in {data})")
+        return child.url
 
     def _dev_host(self, state: StackState) -> HostFile:
         if state.host_file.exists():
@@ -88,10 +160,12 @@ class Stack:
         return host
 
     def prepare(self) -> tuple[StackState, dict[str, str]]:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.state_dir, 0o700)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        mongo_url, redis_url = self._datastores()
+        """Start (or check) the datastores, write secrets and the dev host; the services' env."""
+        given_mongo = self._given("ENGRAM_MONGO_URL", datastores.mongo_ping, "MongoDB")
+        given_redis = self._given("ENGRAM_REDIS_URL", datastores.redis_ping, "Redis")
+        mongo_url = given_mongo or self._start_mongo()
+        redis_url = given_redis or self._start_redis()
+        deployment = os.environ.get("ENGRAM_DEPLOYMENT") or deployment_for(self.state_dir)
         ports = {name: datastores.free_port() for name in ("storage", "search", "admission", "worker")}
         state = StackState(
             state_dir=str(self.state_dir.resolve()),
@@ -102,6 +176,9 @@ class Stack:
             worker_health_addr=f"127.0.0.1:{ports['worker']}",
             mongo_url=mongo_url,
             redis_url=redis_url,
+            run_id=self.run_id,
+            deployment=deployment,
+            up_pid=os.getpid(),
         )
         keyring = self.state_dir / "keyring.json"
         Keyring.ensure_dev_file(str(keyring))
@@ -110,6 +187,8 @@ class Stack:
             **os.environ,
             "ENGRAM_MONGO_URL": mongo_url,
             "ENGRAM_REDIS_URL": redis_url,
+            "ENGRAM_DEPLOYMENT": deployment,
+            "ENGRAM_RUN_ID": self.run_id,
             "ENGRAM_STORAGE_ADDR": state.storage_addr,
             "ENGRAM_SEARCH_ADDR": state.search_addr,
             "ENGRAM_ADMISSION_ADDR": state.admission_addr,
@@ -123,35 +202,45 @@ class Stack:
             "ENGRAM_GRPC_HOST": "127.0.0.1",
         }
         self._ports = ports
-        state.save()
+        self.state = state
+        self.record(state)
         return state, env
 
     # -- processes ---------------------------------------------------------------------------
 
     def start(self, env: dict[str, str]) -> None:
+        """Spawn the five services (from the main thread: see datastores)."""
         for name in SERVICES:
             child_env = dict(env)
             if name in self._ports:
                 child_env["ENGRAM_GRPC_PORT"] = str(self._ports[name])
-            log = open(self.log_dir / f"{name}.log", "ab")
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "engram_cli.main", name],
-                env=child_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
+            child = ChildProcess(name, [sys.executable, "-m", "engram_cli.main", name],
+                                 env=child_env, log_file=self.log_dir / f"{name}.log")
+            child.start()
+            self.services[name] = child
 
-    def check_alive(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                raise StackError(f"{name} exited with {proc.returncode}; see {self.log_dir / (name + '.log')}")
+    def children(self) -> list[ChildProcess]:
+        """Datastores first, then services in start order."""
+        return [*self.datastores, *(self.services[n] for n in SERVICES if n in self.services)]
 
-    def record_pids(self, state: StackState) -> None:
-        state.pids = {name: proc.pid for name, proc in self.procs.items()}
+    def record(self, state: StackState) -> None:
+        """Write every child's pid and start time to stack.json."""
+        kids = self.children()
+        state.pids = {c.name: c.pid for c in kids}
+        state.children = {c.name: {"pid": c.pid, "start_time": c.start_time or 0} for c in kids}
         state.save()
 
+    def check_alive(self) -> None:
+        """Fail if any child has exited (before the stack is ready)."""
+        for child in self.children():
+            code = child.poll()
+            if code is not None:
+                raise StackError(f"{child.name} exited with {_exit_text(code)}; see {child.log_file}")
+
     async def wait_ready(self, state: StackState) -> None:
+        """Until every gRPC service is SERVING and the gateway's /readyz names this run."""
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        addrs = [state.storage_addr, state.search_addr, state.admission_addr, state.worker_health_addr]
-        pending = set(addrs)
+        pending = {state.storage_addr, state.search_addr, state.admission_addr, state.worker_health_addr}
         while pending:
             self.check_alive()
             if time.monotonic() > deadline:
@@ -159,36 +248,60 @@ class Stack:
             for addr in list(pending):
                 if await _grpc_serving(addr):
                     pending.discard(addr)
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(POLL_SECONDS)
         async with httpx.AsyncClient() as client:
             while True:
                 self.check_alive()
                 if time.monotonic() > deadline:
                     raise StackError("gateway not ready in time")
-                try:
-                    reply = await client.get(f"http://127.0.0.1:{self.gateway_port}/readyz", timeout=1.0)
-                    if reply.status_code == 200:
+                answer = await _readyz(client, self.gateway_port)
+                if answer is not None:
+                    status, run_id = answer
+                    if run_id != self.run_id:
+                        raise StackError(f"another server answers on port {self.gateway_port}")
+                    if status == 200:
                         return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(POLL_SECONDS)
+
+    def supervise(self, state: StackState) -> None:
+        """Restart children that exit, forever; StackError when one keeps exiting."""
+        while True:
+            for child in self.children():
+                code = child.poll()
+                if code is not None:
+                    self._restart(child, code, state)
+            time.sleep(POLL_SECONDS)
+
+    def _restart(self, child: ChildProcess, code: int, state: StackState) -> None:
+        how = _exit_text(code)
+        self.events.write("exited", child=child.name, pid=child.pid, exit=how)
+        number = self.budget.spend(child.name)
+        if number is None:
+            _say(f"{child.name} exited with {how}")
+            self.events.write("gave_up", child=child.name)
+            raise StackError(f"{child.name} keeps exiting; stopping the stack (see {child.log_file})")
+        _say(f"{child.name} exited with {how}; restarting "
+             f"({number} of {RESTART_LIMIT} in {RESTART_WINDOW_SECONDS:.0f} s)")
+        child.start(wait=False)
+        state.restarts[child.name] = state.restarts.get(child.name, 0) + 1
+        self.record(state)
+        self.events.write("restarted", child=child.name, pid=child.pid, restarts=state.restarts[child.name])
 
     def stop(self) -> None:
-        for name in reversed(SERVICES):
-            proc = self.procs.get(name)
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for name in reversed(SERVICES):
-            proc = self.procs.get(name)
-            if proc is None:
-                continue
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        """Services in reverse order (SIGTERM, then SIGKILL), then the datastores."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+        services = [self.services[n] for n in reversed(SERVICES) if n in self.services]
+        for child in services:
+            child.terminate()
+        for child in services:
+            child.stop(SERVICE_STOP_SECONDS)
         for child in reversed(self.datastores):
             child.stop()
+        if self.state is not None:
+            self.state.pids, self.state.children = {}, {}
+            self.state.save()
+        self.events.write("stopped")
 
 
 async def _grpc_serving(addr: str) -> bool:
@@ -200,38 +313,78 @@ async def _grpc_serving(addr: str) -> bool:
     return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+async def _readyz(client: httpx.AsyncClient, port: int) -> tuple[int, object] | None:
+    """(status code, run_id of the body) of the gateway's /readyz; None if nothing answers."""
+    try:
+        reply = await client.get(f"http://127.0.0.1:{port}/readyz", timeout=1.0)
+    except httpx.HTTPError:
+        return None
+    try:
+        body = reply.json()
+    except ValueError:
+        return reply.status_code, None
+    return reply.status_code, body.get("run_id") if isinstance(body, dict) else None
+
+
 async def _bring_up(stack: Stack) -> StackState:
     state, env = stack.prepare()
     stack.start(env)
-    stack.record_pids(state)
+    stack.record(state)
     await stack.wait_ready(state)
     await enable_scope(state.storage_addr, state.admin_token(), DEV_TENANT, DEV_WORKSPACE, [], [])
     return state
 
 
+def _run(stack: Stack) -> int:
+    started = time.monotonic()
+    try:
+        state = asyncio.run(_bring_up(stack))
+        stack.events.write("ready", run_id=stack.run_id)
+        print(f"engram ready mcp={state.mcp_url} host_file={state.host_file}", flush=True)
+        print(f"(started in {time.monotonic() - started:.1f}s; logs in {stack.log_dir}; Ctrl-C stops)",
+              file=sys.stderr, flush=True)
+        stack.supervise(state)
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    except (StackError, datastores.DatastoreError) as exc:
+        _say(str(exc))
+        return 1
+    finally:
+        stack.stop()
+
+
 def main(argv: list[str]) -> int:
+    """``engram up [--state-dir DIR] [--port P]``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="engram up", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-dir", default=os.environ.get("ENGRAM_STATE_DIR", ".engram"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("ENGRAM_GATEWAY_PORT", "8080")))
     opts = parser.parse_args(argv)
     state_dir = Path(opts.state_dir)
-    stack = Stack(state_dir, opts.port, state_dir / "logs")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o700)
+    lock = StateLock(state_dir)
+    try:
+        lock.acquire()
+    except LockHeld as held:
+        _say(f"another engram up (pid {held.pid or '?'}) is using {state_dir}; stop it or use --state-dir")
+        return 1
+
     def on_signal(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
-    started = time.monotonic()
     try:
-        state = asyncio.run(_bring_up(stack))
-        print(f"engram ready mcp={state.mcp_url} host_file={state.host_file}", flush=True)
-        print(f"(started in {time.monotonic() - started:.1f}s; logs in {stack.log_dir}; Ctrl-C stops)", file=sys.stderr, flush=True)
-        while True:
-            stack.check_alive()
-            time.sleep(0.5)
+        leftovers = stop_leftovers(state_dir)
+        if leftovers:
+            _say(f"stopped {leftovers} processes left by an earlier engram up that did not exit cleanly")
+        if not datastores.port_bindable(opts.port):
+            _say(f"port {opts.port} is in use; stop what listens there or pass --port")
+            return 1
+        log_dir = state_dir / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        return _run(Stack(state_dir, opts.port, log_dir, secrets.token_hex(8)))
     except KeyboardInterrupt:
         return 0
-    except (StackError, datastores.DatastoreError) as exc:
-        print(f"engram up: {exc}", file=sys.stderr)
-        return 1
     finally:
-        stack.stop()
+        lock.release()

@@ -97,8 +97,10 @@ def build_server(dispatcher: Dispatcher) -> Server[Any]:
     )
 
 
-def build_http_app(server: Server[Any], backends: Backends, host: str) -> Starlette:
-    """/mcp (stateless Streamable HTTP, JSON responses) plus /healthz and /readyz."""
+def build_http_app(server: Server[Any], backends: Backends, host: str, *, run_id: str = "") -> Starlette:
+    """/mcp (stateless Streamable HTTP, JSON responses) plus /healthz and /readyz.
+
+    /readyz answers ``{"status": "ready"|"not_ready", "run_id": run_id}`` (200 or 503)."""
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
     )
@@ -108,7 +110,9 @@ def build_http_app(server: Server[Any], backends: Backends, host: str) -> Starle
 
     async def readyz(_: Request) -> JSONResponse:
         ready = await backends.all_serving()
-        return JSONResponse({"status": "ready" if ready else "not_ready"}, status_code=200 if ready else 503)
+        return JSONResponse(
+            {"status": "ready" if ready else "not_ready", "run_id": run_id}, status_code=200 if ready else 503
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

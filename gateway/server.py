@@ -60,7 +60,7 @@ async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
 
 async def serve_http(settings: GatewaySettings) -> None:
     async with open_gateway(settings) as gw:
-        app = build_http_app(build_server(gw.dispatcher), gw.backends, settings.gateway_host)
+        app = build_http_app(build_server(gw.dispatcher), gw.backends, settings.gateway_host, run_id=settings.run_id)
         config = uvicorn.Config(
             app,
             host=settings.gateway_host,

@@ -18,3 +18,6 @@ class GatewaySettings(BaseEngramSettings):
     audience: str
     # Upper bound for one downstream call, whatever the context deadline says.
     max_call_seconds: float = 30.0
+    # This run's identity, reported by /readyz (``engram up`` sets it to tell its own gateway
+    # from another server on the port).
+    run_id: str = ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from engram_core.settings import TaskQueueSettings
 
 
@@ -18,3 +20,6 @@ class WorkerSettings(TaskQueueSettings):
     worker_concurrency: int = 2
     # Seconds for one storage/search call made by a task.
     task_rpc_seconds: float = 10.0
+    # Seconds the queue may hold messages while the worker has a free slot and starts nothing
+    # before the worker counts as deaf and exits to be restarted (see admission_worker.watchdog).
+    worker_stall_seconds: float = Field(15.0, ge=1.0)

@@ -10,6 +10,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from admission_worker.settings import WorkerSettings
+from admission_worker import watchdog
 from admission_worker.tasks import TaskClients, register_tasks
 from engram_core import logs
 from engram_core.taskq import make_celery
@@ -34,6 +35,12 @@ def main() -> int:
     register_tasks(app, TaskClients.connect(settings.storage_addr, settings.search_addr, settings.task_rpc_seconds))
     health_server, servicer, port = start_health_server(settings.grpc_host, settings.grpc_port)
     log.info("worker health on port %d, queue %s", port, settings.task_queue)
+
+    def on_stall() -> None:
+        servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        watchdog.exit_stalled()
+
+    watchdog.install(app, settings.task_queue, settings.worker_concurrency, settings.worker_stall_seconds, on_stall)
     try:
         app.worker_main(
             [

@@ -91,32 +91,24 @@ class Burst:
 
 
 class Reconnecting:
-    """One MCP client that reconnects when its transport fails."""
+    """Calls through MCP, each on a fresh connection in a task of its own: a dying gateway
+    cancels only that task (the client's task group cancels the task that entered it), never
+    the caller."""
 
     def __init__(self, host_file: str, burst: Burst) -> None:
         self._host = HostFile.load(host_file)
         self._burst = burst
-        self._cm: Any = None
-        self._client: EngramClient | None = None
-
-    async def _connect(self) -> EngramClient:
-        if self._client is None:
-            self._cm = EngramClient.connect(self._host, principal="user:faults", purpose_ref=PURPOSE)
-            self._client = await self._cm.__aenter__()
-        return self._client
 
     async def close(self) -> None:
-        if self._cm is not None:
-            cm, self._cm, self._client = self._cm, None, None
-            try:
-                await cm.__aexit__(None, None, None)
-            except BaseException:  # noqa: BLE001 - the transport is already broken
-                pass
+        """Nothing stays open between calls."""
+
+    async def _once(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        async with asyncio.timeout(CALL_SECONDS):
+            async with EngramClient.connect(self._host, principal="user:faults", purpose_ref=PURPOSE) as client:
+                return await client.call(tool, args)
 
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        client = await self._connect()
-        async with asyncio.timeout(CALL_SECONDS):
-            return await client.call(tool, args)
+        return await asyncio.create_task(self._once(tool, args))
 
     async def until_ok(self, tool: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
         while True:
@@ -128,7 +120,6 @@ class Reconnecting:
                 if isinstance(exc, asyncio.CancelledError) and asyncio.current_task().cancelling():  # type: ignore[union-attr]
                     raise
                 self._burst.note(f"transport:{type(exc).__name__}")
-                await self.close()
                 await asyncio.sleep(0.2)
                 continue
             if envelope.get("ok"):

@@ -58,7 +58,7 @@ class SpawnedStack:
 
     def pids(self) -> dict[str, int]:
         """Child name (services and started datastores) → pid, from the stack's process table."""
-        return {k: int(v) for k, v in self.state().get("pids", {}).items()}
+        return {name: int(child["pid"]) for name, child in self.state().get("children", {}).items()}
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGINT (an orderly stop), then SIGKILL after ``timeout`` seconds."""

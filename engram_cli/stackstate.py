@@ -46,10 +46,8 @@ class StackState:
     worker_health_addr: str
     mongo_url: str
     redis_url: str
-    # Child name → pid (services and the datastores this run started).
-    pids: dict[str, int] = field(default_factory=dict)
-    # Child name → {"pid", "start_time"} (field 22 of /proc/<pid>/stat): what a later run may
-    # kill as a leftover, never a reused pid.
+    # Child name (services and the datastores this run started) → {"pid", "start_time"}
+    # (field 22 of /proc/<pid>/stat): what a later run may kill as a leftover, never a reused pid.
     children: dict[str, dict[str, int]] = field(default_factory=dict)
     # Child name → restarts after the stack was ready.
     restarts: dict[str, int] = field(default_factory=dict)

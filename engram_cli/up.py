@@ -226,7 +226,6 @@ class Stack:
     def record(self, state: StackState) -> None:
         """Write every child's pid and start time to stack.json."""
         kids = self.children()
-        state.pids = {c.name: c.pid for c in kids}
         state.children = {c.name: {"pid": c.pid, "start_time": c.start_time or 0} for c in kids}
         state.save()
 
@@ -299,7 +298,7 @@ class Stack:
         for child in reversed(self.datastores):
             child.stop()
         if self.state is not None:
-            self.state.pids, self.state.children = {}, {}
+            self.state.children = {}
             self.state.save()
         self.events.write("stopped")
 

@@ -24,9 +24,10 @@ T = TypeVar("T")
 
 
 def own_env(**extra: str) -> dict[str, str]:
-    """The test environment without datastore URLs, so engram up starts its own."""
+    """The test environment without datastore URLs and Redis namespace, so engram up starts
+    its own datastores and derives its own deployment."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("ENGRAM_MONGO_URL", "ENGRAM_REDIS_URL", "ENGRAM_DEPLOYMENT")}
+           if k not in ("ENGRAM_MONGO_URL", "ENGRAM_REDIS_URL", "ENGRAM_DEPLOYMENT", "ENGRAM_TASK_QUEUE")}
     return {**env, **extra}
 
 

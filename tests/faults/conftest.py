@@ -3,13 +3,13 @@ short redelivery settings so that a fault run recovers within seconds, not minut
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from engram_cli.datastores import free_port
 from engram_cli.spawn import SpawnError, SpawnedStack, spawn_up
+from tests.cli.helpers import own_env
 
 # Redelivery of a task whose worker died, and the outbox's re-publish, in seconds (the
 # defaults are 45 s and 10 s doubling to 300 s; the bound they give is the same shape).
@@ -24,11 +24,8 @@ FAST_RECOVERY = {
 
 @pytest.fixture(scope="module")
 def owned_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpawnedStack]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ENGRAM_MONGO_URL", "ENGRAM_REDIS_URL", "ENGRAM_DEPLOYMENT", "ENGRAM_TASK_QUEUE")}
-    env.update(FAST_RECOVERY)
     try:
-        running = spawn_up(tmp_path_factory.mktemp("faults") / "engram", free_port(), env)
+        running = spawn_up(tmp_path_factory.mktemp("faults") / "engram", free_port(), own_env(**FAST_RECOVERY))
     except SpawnError as exc:
         pytest.fail(str(exc))
     yield running

@@ -29,7 +29,7 @@ def restarted(stack: SpawnedStack, name: str, old_pid: int, timeout: float = 30.
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = stack.state()
-        pid = int(state.get("pids", {}).get(name, 0))
+        pid = int(state.get("children", {}).get(name, {}).get("pid", 0))
         if pid and pid != old_pid and state.get("restarts", {}).get(name, 0) >= 1:
             return pid
         time.sleep(0.05)

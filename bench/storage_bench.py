@@ -19,10 +19,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pymongo import monitoring  # noqa: E402
 
 from bench.common import percentiles, report, rss_mib, versions  # noqa: E402
 from engram_api.common.v1 import common_pb2  # noqa: E402
@@ -37,6 +40,30 @@ from storage_service.settings import StorageSettings  # noqa: E402
 from storage_service.store import Scope  # noqa: E402
 
 PURPOSE = "purpose:bench"
+
+
+class CommandCounter(monitoring.CommandListener):
+    """Counts the MongoDB commands the storage service sends, by name (the hops per memory)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.counts[event.command_name] += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def take(self) -> Counter[str]:
+        taken, self.counts = self.counts, Counter()
+        return taken
+
+
+COMMANDS = CommandCounter()
+monitoring.register(COMMANDS)
 
 
 async def timed(samples: list[float], coro: Any) -> Any:
@@ -114,6 +141,7 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
                 target=record_ids[i], reason_ref="reason:bench",
                 authorization_digest=digest("authorization", {"approver": "human:bench"}))))
 
+    commands: dict[str, Counter[str]] = {}
     try:
         for name, job, count in (("capture", capture, records), ("admission", admit, records),
                                  ("get", get, records), ("journal_page", journal_page, max(10, records // 20)),
@@ -121,6 +149,8 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
             start = time.perf_counter()
             await asyncio.gather(*(job(i) for i in range(count)))
             walls[name] = time.perf_counter() - start
+            commands[name] = COMMANDS.take()
+            commands[name]["_ops"] = count
         samples["capture"] = by_index
         tenth = max(1, records // 10)
         return {
@@ -128,6 +158,7 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
             "capture_first_tenth_p50": percentiles(by_index[:tenth])["p50"],
             "capture_last_tenth_p50": percentiles(by_index[-tenth:])["p50"],
             "rss_mib": rss_mib(os.getpid()),
+            "commands": {k: dict(v) for k, v in commands.items()},
         }
     finally:
         await chan.close()
@@ -157,6 +188,10 @@ def main() -> int:
         print(report(name, values, result["walls"][name]))
     print(f"capture p50 first tenth {result['capture_first_tenth_p50']:.2f}ms, "
           f"last tenth {result['capture_last_tenth_p50']:.2f}ms")
+    for name, counts in result["commands"].items():
+        ops = counts.pop("_ops")
+        per = " ".join(f"{k}={v / ops:.1f}" for k, v in sorted(counts.items()))
+        print(f"mongo commands per {name:<13} {sum(counts.values()) / ops:.1f}: {per}")
     print(f"rss bench process (storage in-process) {result['rss_mib']:.1f} MiB")
     if opts.json:
         summary = {k: v for k, v in result.items() if k not in ("samples", "walls")}

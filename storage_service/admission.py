@@ -19,7 +19,8 @@ from engram_core.errors import Code, EngramError
 from engram_core.ids import new_request_id
 from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY
 from engram_core.timefmt import format_instant, now_ms
-from storage_service import journal, outbox
+from storage_service import outbox
+from storage_service.commits import JournalTxn
 from storage_service.deps import Deps
 from storage_service.ledger import GateKey
 from storage_service.lifecycle import ACCEPTED, ACCEPTED_CURRENT, PENDING, REJECTED, WITHDRAWN, transition
@@ -122,7 +123,8 @@ class Admissions:
             raise EngramError(Code.INVALID_SCHEMA)
         d = self._d
 
-        async def body(session: Session) -> bytes:
+        async def body(txn: JournalTxn) -> bytes:
+            session = txn.session
             candidate = await self._by_request(request_id, session)
             if candidate.get("outcome"):
                 return bytes(candidate["outcome"])
@@ -145,8 +147,8 @@ class Admissions:
                 content = record_content(data["payload"], data["evidence"], candidate["_id"])
                 record_doc = projection(content, trust=trust, recorded_at=decided_at)
                 record_id = record_doc["record_id"]
-            event = await journal.append(
-                d.store, session, scope, OPERATION[verdict], record_id if verdict == "accept" else candidate["_id"],
+            event = txn.append(
+                OPERATION[verdict], record_id if verdict == "accept" else candidate["_id"],
                 PENDING, to_state, {"candidate_id": candidate["_id"], "decision": verdict, "reason": reason},
             )
             receipt = with_digest("decision", {
@@ -164,17 +166,20 @@ class Admissions:
             }
             outcome_json = canonicalize(outcome)
             new_state = {"accept": ACCEPTED, "pending_adjudication": PENDING}.get(verdict, REJECTED)
-            await d.store.candidates.update_one(
-                {"_id": candidate["_id"], "state": PENDING},
-                {"$set": {"state": new_state, "outcome": outcome_json, "decision_reason": reason}}, session=session)
+            # Decided for good: the candidate's ciphertext can never be admitted again (its data
+            # key is destroyed next), so it is dropped with the decision; a held one keeps it.
+            update: dict[str, Any] = {"$set": {"state": new_state, "outcome": outcome_json, "decision_reason": reason}}
+            if verdict != "pending_adjudication":
+                update["$unset"] = {"blob": ""}
+            await d.store.candidates.update_one({"_id": candidate["_id"], "state": PENDING}, update, session=session)
             if candidate.get("decide_outbox_id"):
-                await outbox.complete_in(d.store, session, candidate["decide_outbox_id"])
+                await outbox.finish_in(d.store, session, candidate["decide_outbox_id"])
             if verdict != "pending_adjudication":
                 await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate["_id"])
             return outcome_json
 
         owner = _scope(await self._by_request(request_id))
-        outcome_json = await d.store.transaction(body, owner)
+        outcome_json = await d.commits.run(owner, body)
         d.on_commit()
         return outcome_json
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engram_core.crypto import KeyProvider
+from storage_service.commits import GroupCommitter
 from storage_service.ledger import Ledger
 from storage_service.policy import Policies
 from storage_service.store import Scope, Session, Store
@@ -30,6 +31,7 @@ class Deps:
         self.vault = Vault(self.store, self.keys)
         self.ledger = Ledger(self.store, self.ledger_retention_days)
         self.policies = Policies(self.store)
+        self.commits = GroupCommitter(self.store)
 
     def forgotten_id(self, scope: Scope, payload_digest: str) -> str:
         """The keyed HMAC under which a tombstoned payload digest is remembered (SPEC §10.4)."""

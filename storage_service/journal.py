@@ -1,8 +1,8 @@
 """The per-scope journal (SPEC §3 cursors, §6): append-only, dense, hash-chained.
 
-Every state change appends exactly one event in the same transaction. The cursor is taken by
-incrementing the scope's head document inside that transaction, so concurrent writers of one
-scope serialise on it (the loser's transaction is retried) and cursors stay gap-free: an
+Every state change appends exactly one event in the same transaction. The scope's head
+document holds the last cursor and event digest; the writes of a scope commit in groups (one
+transaction, one head update: :mod:`storage_service.commits`), so cursors stay gap-free — an
 aborted transaction never consumes one. Events hold ids, states and digests only — never
 content.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-
-from pymongo import ReturnDocument
 
 from engram_core.digests import verify_digest_field, with_digest
 from engram_core.ids import new_event_id
@@ -38,27 +36,12 @@ class Event:
         return str(self.cursor)
 
 
-async def append(
-    store: Store,
-    session: Session,
-    scope: Scope,
-    operation: str,
-    object_id: str,
-    from_state: str | None,
-    to_state: str,
-    binding: dict[str, Any] | None = None,
-) -> Event:
-    """Append one event at the scope's next cursor. ``binding`` holds extra digests/ids the
-    event commits to (e.g. the authorization receipt digest); never content."""
-    head = await store.scopes.find_one_and_update(
-        {"_id": scope.key},
-        {"$inc": {"head": 1}},
-        upsert=True,
-        return_document=ReturnDocument.AFTER,
-        session=session,
-    )
-    cursor = int(head["head"])
-    previous = head.get("head_digest") or GENESIS_DIGEST
+def build_event(scope: Scope, cursor: int, previous_digest: str, operation: str, object_id: str,
+                from_state: str | None, to_state: str, binding: dict[str, Any] | None = None) -> tuple[dict[str, Any], Event]:
+    """The stored document and the :class:`Event` of one journal event at ``cursor``, chained
+    to ``previous_digest``. ``binding`` holds extra digests/ids the event commits to (e.g. the
+    authorization receipt digest); never content. Appending is the group committer's
+    (:mod:`storage_service.commits`)."""
     at = format_instant(now_ms())
     body = with_digest(
         "journal-event",
@@ -70,15 +53,14 @@ async def append(
             "object_id": object_id,
             "from_state": from_state or "",
             "to_state": to_state,
-            "previous_event_digest": previous,
+            "previous_event_digest": previous_digest,
             "at": at,
             "binding": binding or {},
         },
         "event_digest",
     )
-    await store.journal.insert_one({"scope": scope.key, **body, "cursor": cursor}, session=session)
-    await store.scopes.update_one({"_id": scope.key}, {"$set": {"head_digest": body["event_digest"]}}, session=session)
-    return Event(body["event_id"], cursor, operation, object_id, from_state, to_state, body["event_digest"], at)
+    event = Event(body["event_id"], cursor, operation, object_id, from_state, to_state, body["event_digest"], at)
+    return {"scope": scope.key, **body, "cursor": cursor}, event
 
 
 async def head_cursor(store: Store, scope: Scope, session: Session | None = None) -> int:
@@ -90,10 +72,12 @@ async def read(store: Store, scope: Scope, after: int, limit: int) -> tuple[list
     """Events strictly after ``after`` in cursor order (at most ``limit``) and the head cursor
     read before them (so the head never runs ahead of what a reader can see)."""
     head = await head_cursor(store, scope)
+    # Cursors are dense: the page is exactly (after, after + limit], a bounded index range (an
+    # open-ended one would make the server examine every later event before the limit).
     events = [
         doc
         async for doc in store.journal.find(
-            {"scope": scope.key, "cursor": {"$gt": after, "$lte": head}}, {"_id": 0}
+            {"scope": scope.key, "cursor": {"$gt": after, "$lte": min(head, after + limit)}}, {"_id": 0}
         ).sort("cursor", 1).limit(limit)
     ]
     return events, head

@@ -18,14 +18,14 @@ from engram_core.digests import digest
 from engram_core.errors import Code, EngramError
 from engram_core.ids import candidate_id_from_digest
 from engram_core.taskq import DESTROY_KEY, INVALIDATE_PROJECTION
-from storage_service import journal, outbox
+from storage_service import outbox
+from storage_service.commits import JournalTxn
 from storage_service.deps import Deps
 from storage_service.ledger import GateKey
 from storage_service.lifecycle import PENDING, TOMBSTONED, transition
 from storage_service.policy import resolve_payload
 from storage_service.receipts import authorization_receipt_digest, transaction_receipt_digest
 from storage_service.records import payload_digest, record_content, record_digest
-from storage_service.store import Session
 from storage_service.vault import CANDIDATE
 
 CAPTURE = "engram_memory_capture"
@@ -50,7 +50,8 @@ class Mutations:
         policy = await d.policies.get(scope)
         candidate_id = candidate_id_from_digest(key.identity)
 
-        async def body(session: Session) -> Outcome:
+        async def body(txn: JournalTxn) -> Outcome:
+            session = txn.session
             entry = await d.ledger.lookup(session, key)
             if entry is None:
                 # The ledger entry may have expired while the candidate it made lives on.
@@ -68,7 +69,7 @@ class Mutations:
             content = record_content(effective, evidence, candidate_id)
             plaintext = canonicalize({"payload": effective, "evidence": evidence})
             blob = await d.vault.seal(session, scope, candidate_id, CANDIDATE, plaintext)
-            event = await journal.append(d.store, session, scope, "capture", candidate_id, None, PENDING,
+            event = txn.append("capture", candidate_id, None, PENDING,
                                          {"operation_digest": key.operation_digest})
             answer = {
                 "status": "committed_pending",
@@ -98,12 +99,13 @@ class Mutations:
             await d.ledger.record(session, key, CAPTURE, answer=answer_json)
             return Outcome(answer, False)
 
-        return await d.store.transaction(body, scope)
+        return await d.commits.run(scope, body)
 
     async def withdraw(self, key: GateKey, candidate_id: str, reason_ref: str, confirmation_digest: str) -> Outcome:
         d, scope = self._d, key.scope
 
-        async def body(session: Session) -> tuple[dict[str, Any], bool]:
+        async def body(txn: JournalTxn) -> tuple[dict[str, Any], bool]:
+            session = txn.session
             entry = await d.ledger.lookup(session, key)
             if entry is not None:
                 return json.loads(entry["answer"]), True
@@ -112,14 +114,14 @@ class Mutations:
             if candidate is None:
                 raise EngramError(Code.NOT_FOUND)
             to_state = transition("withdraw", candidate["state"])
-            answer = await self._transition(session, key, WITHDRAW, "withdraw", candidate_id, candidate["state"],
+            answer = await self._transition(txn, key, WITHDRAW, "withdraw", candidate_id, candidate["state"],
                                             to_state, reason_ref, confirmation_digest)
             await d.store.candidates.update_one({"_id": candidate_id, "state": candidate["state"]},
-                                                {"$set": {"state": to_state}}, session=session)
+                                                {"$set": {"state": to_state}, "$unset": {"blob": ""}}, session=session)
             await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate_id)
             return answer, False
 
-        answer, replayed = await d.store.transaction(body, scope)
+        answer, replayed = await d.commits.run(scope, body)
         d.on_commit()
         destroyed = await d.vault.destroyed(candidate_id)
         return Outcome({**answer, "replayed": replayed, "key_destruction": "complete" if destroyed else "pending"}, replayed)
@@ -127,7 +129,8 @@ class Mutations:
     async def forget(self, key: GateKey, record_id: str, reason_ref: str, confirmation_digest: str) -> Outcome:
         d, scope = self._d, key.scope
 
-        async def body(session: Session) -> tuple[dict[str, Any], bool]:
+        async def body(txn: JournalTxn) -> tuple[dict[str, Any], bool]:
+            session = txn.session
             entry = await d.ledger.lookup(session, key)
             if entry is not None:
                 return json.loads(entry["answer"]), True
@@ -136,7 +139,7 @@ class Mutations:
             if record is None:
                 raise EngramError(Code.NOT_FOUND)
             to_state = transition("tombstone", record["state"])
-            answer = await self._transition(session, key, FORGET, "tombstone", record_id, record["state"], to_state,
+            answer = await self._transition(txn, key, FORGET, "tombstone", record_id, record["state"], to_state,
                                             reason_ref, confirmation_digest)
             await d.store.records.update_one({"_id": record_id, "state": record["state"]},
                                              {"$set": {"state": TOMBSTONED}}, session=session)
@@ -147,7 +150,7 @@ class Mutations:
             await outbox.enqueue(d.store, session, INVALIDATE_PROJECTION, scope, record_id)
             return answer, False
 
-        answer, replayed = await d.store.transaction(body, scope)
+        answer, replayed = await d.commits.run(scope, body)
         d.on_commit()
         value: dict[str, Any] = {**answer, "replayed": replayed, "projection_invalidation": "pending"}
         row = await outbox.find_for(d.store, record_id, INVALIDATE_PROJECTION)
@@ -156,13 +159,13 @@ class Mutations:
             value["coverage_receipt_digest"] = row["coverage_receipt_digest"]
         return Outcome(value, replayed)
 
-    async def _transition(self, session: Session, key: GateKey, tool: str, operation: str, target: str,
+    async def _transition(self, txn: JournalTxn, key: GateKey, tool: str, operation: str, target: str,
                           from_state: str, to_state: str, reason_ref: str, confirmation_digest: str) -> dict[str, Any]:
         """Append the event, build the receipt, record the ledger entry; returns ``{receipt}``."""
-        d, scope = self._d, key.scope
+        d, scope, session = self._d, key.scope, txn.session
         auth = authorization_receipt_digest(scope, key.principal, tool, target, confirmation_digest)
-        event = await journal.append(
-            d.store, session, scope, operation, target, from_state, to_state,
+        event = txn.append(
+            operation, target, from_state, to_state,
             {"authorization_receipt_digest": auth, "reason_digest": digest("operation", {"reason_ref": reason_ref}),
              "operation_digest": key.operation_digest},
         )

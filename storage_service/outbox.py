@@ -7,7 +7,9 @@ for a decision), then marks them sent. A row is ``done`` only when its effect is
 storage (the decision committed, the key destroyed, the coverage recorded), never merely when
 it was published: a task lost with its broker or its worker is published again, after
 ``resend_after`` seconds, doubling per delivery up to ``resend_max``, until ``max_attempts``
-deliveries; then the row is marked ``dead`` and logged for the operator. A crash between
+deliveries; then the row is marked ``dead`` and logged for the operator. A decision's row is
+deleted in the transaction that records the decision (the outcome is kept on the candidate);
+the others stay ``done`` with their receipts, which replays report. A crash between
 publish and mark only causes a duplicate delivery, which the idempotent tasks absorb.
 """
 
@@ -29,6 +31,10 @@ log = logging.getLogger("engram.storage.outbox")
 
 PENDING, SENT, DONE, DEAD = "pending", "sent", "done", "dead"
 RELAY_BATCH = 100
+# ``next_attempt_at`` exists only while a row is owed (pending or sent): its sparse index then
+# holds the owed rows alone, and the relay's query examines the due ones only, however many
+# finished rows the collection keeps.
+NOT_DUE = {"next_attempt_at": ""}
 
 
 def new_outbox_id() -> str:
@@ -64,11 +70,10 @@ async def enqueue(store: Store, session: Session, task: str, scope: Scope, objec
     return outbox_id
 
 
-async def complete_in(store: Store, session: Session, outbox_id: str) -> None:
-    """Mark a row done inside the transaction that recorded its effect."""
-    await store.outbox.update_one(
-        {"_id": outbox_id}, {"$set": {"state": DONE, "done_at": datetime.now(timezone.utc)}}, session=session
-    )
+async def finish_in(store: Store, session: Session, outbox_id: str) -> None:
+    """Delete a row inside the transaction that recorded its effect (a decision: what it owed
+    is now the candidate's recorded outcome, and nothing reads the row again)."""
+    await store.outbox.delete_one({"_id": outbox_id}, session=session)
 
 
 def task_message(row: dict[str, Any]) -> tuple[str, str]:
@@ -85,7 +90,7 @@ async def get(store: Store, outbox_id: str) -> dict[str, Any] | None:
 
 async def complete(store: Store, outbox_id: str, **result: Any) -> None:
     await store.outbox.update_one(
-        {"_id": outbox_id}, {"$set": {"state": DONE, "done_at": datetime.now(timezone.utc), **result}}
+        {"_id": outbox_id}, {"$set": {"state": DONE, "done_at": datetime.now(timezone.utc), **result}, "$unset": NOT_DUE}
     )
 
 
@@ -143,12 +148,13 @@ class Relay:
         """Publish every due row once; returns how many were published."""
         now = datetime.now(timezone.utc)
         due = self._store.outbox.find(
-            {"state": {"$in": [PENDING, SENT]}, "next_attempt_at": {"$lte": now}}
+            {"next_attempt_at": {"$lte": now}, "state": {"$in": [PENDING, SENT]}}
         ).sort("next_attempt_at", 1).limit(RELAY_BATCH)
         published = 0
         async for row in due:
             if row["attempts"] >= self._max_attempts:
-                await self._store.outbox.update_one({"_id": row["_id"], "state": row["state"]}, {"$set": {"state": DEAD}})
+                await self._store.outbox.update_one({"_id": row["_id"], "state": row["state"]},
+                                                    {"$set": {"state": DEAD}, "$unset": NOT_DUE})
                 log.error("outbox row dead after %d deliveries: %s", row["attempts"], row["_id"])
                 continue
             task_id, arg = task_message(row)

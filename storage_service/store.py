@@ -19,7 +19,6 @@ Collections (every scoped document carries ``scope`` = the scope digest, never r
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -42,10 +41,6 @@ Session = AsyncClientSession
 
 # A transaction that lost a unique-key race is re-run: the re-run sees the winner's writes.
 DUPLICATE_RETRIES = 5
-# Writers of one scope in this process queue on one of these striped locks instead of racing
-# for the scope's journal head (each lost race is an aborted, retried transaction). Writers in
-# other replicas still conflict and retry; the locks only cut the work, not the guarantees.
-SCOPE_LOCK_STRIPES = 64
 # Acknowledged means durable: a majority of the replica set has the write in its journal (on
 # SecantusDB, started with --sync-on-commit, the WiredTiger log is fsynced at each commit).
 DURABLE = WriteConcern("majority", j=True)
@@ -80,31 +75,38 @@ class Store:
         self.ledger = self.db.ledger
         self.outbox = self.db.outbox
         self.forgotten = self.db.forgotten
-        self._scope_locks = [asyncio.Lock() for _ in range(SCOPE_LOCK_STRIPES)]
 
     @classmethod
     def connect(cls, url: str, db_name: str) -> "Store":
-        return cls(AsyncMongoClient(url, tz_aware=True, serverSelectionTimeoutMS=5000, w="majority", journal=True),
-                   db_name)
+        # retryWrites=False: the writes made outside a transaction (relay marks, key destruction,
+        # outbox completion) are idempotent and re-driven by the relay or the task's retry, and a
+        # retryable write costs SecantusDB a walk of its whole reply registry (docs/storage.md).
+        # Transactions and their commit retries do not depend on it.
+        return cls(AsyncMongoClient(url, tz_aware=True, serverSelectionTimeoutMS=5000, w="majority", journal=True,
+                                    retryWrites=False), db_name)
 
     async def ensure_indexes(self) -> None:
         await self.journal.create_index([("scope", ASCENDING), ("cursor", ASCENDING)], unique=True)
         await self.candidates.create_index([("admission_request_id", ASCENDING)], sparse=True)
         await self.records.create_index([("scope", ASCENDING), ("payload_digest", ASCENDING), ("state", ASCENDING)])
         await self.ledger.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
-        await self.outbox.create_index([("state", ASCENDING), ("next_attempt_at", ASCENDING)])
+        # Owed rows only (outbox.NOT_DUE): finished rows lose next_attempt_at, the index skips them.
+        await self.outbox.create_index([("next_attempt_at", ASCENDING)], sparse=True, name="owed_by_due_time")
         await self.outbox.create_index([("object_id", ASCENDING)])
+        await self._migrate()
 
-    async def transaction(self, body: Callable[[Session], Awaitable[T]], scope: Scope | None = None) -> T:
+    async def _migrate(self) -> None:
+        """Bring a database written by an earlier version to the current shapes (idempotent)."""
+        indexes = await self.outbox.index_information()
+        if "state_1_next_attempt_at_1" in indexes:
+            await self.outbox.drop_index("state_1_next_attempt_at_1")
+            await self.outbox.update_many({"state": {"$in": ["done", "dead"]}, "next_attempt_at": {"$exists": True}},
+                                          {"$unset": {"next_attempt_at": ""}})
+
+    async def transaction(self, body: Callable[[Session], Awaitable[T]]) -> T:
         """Run ``body`` in one MongoDB transaction (retried on transient errors and on a lost
-        unique-key race). Driver failures become STORE_UNAVAILABLE; EngramErrors pass.
-        ``scope``: the scope whose journal the body appends to (serialises local writers)."""
-        if scope is None:
-            return await self._transaction(body)
-        async with self._scope_locks[hash(scope.key) % SCOPE_LOCK_STRIPES]:
-            return await self._transaction(body)
-
-    async def _transaction(self, body: Callable[[Session], Awaitable[T]]) -> T:
+        unique-key race). Driver failures become STORE_UNAVAILABLE; other errors pass. Bodies
+        that append to a scope's journal go through :mod:`storage_service.commits` instead."""
         for attempt in range(DUPLICATE_RETRIES):
             try:
                 async with self.client.start_session(default_transaction_options=TRANSACTIONS) as session:
@@ -112,8 +114,6 @@ class Store:
             except DuplicateKeyError:
                 if attempt == DUPLICATE_RETRIES - 1:
                     raise EngramError(Code.STORE_UNAVAILABLE) from None
-            except EngramError:
-                raise
             except PyMongoError as exc:
                 # Driver messages may quote document values: log the class and code only.
                 log.error("transaction failed: %s code=%s", type(exc).__name__, getattr(exc, "code", None))

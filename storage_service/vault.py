@@ -71,13 +71,15 @@ class Vault:
             },
             "receipt_digest",
         )
-        result = await self._store.data_keys.find_one_and_update(
-            {"_id": object_id, "receipt_digest": {"$exists": False}},
+        # A conditional update, not findAndModify: SecantusDB scans the whole collection for a
+        # findAndModify that matches (docs/storage.md). Equality on null matches the missing field.
+        done = await self._store.data_keys.update_one(
+            {"_id": object_id, "receipt_digest": None},
             {"$unset": {"wrapped": ""}, "$set": {"receipt_digest": receipt["receipt_digest"],
                                                  "destroyed_at": receipt["destroyed_at"]}},
         )
-        if result is None:  # a concurrent destruction won: report its receipt
-            again = await self._store.data_keys.find_one({"_id": object_id})
+        if done.matched_count == 0:  # a concurrent destruction won: report its receipt
+            again = await self._store.data_keys.find_one({"_id": object_id}, {"receipt_digest": 1})
             return str(again["receipt_digest"])
         return str(receipt["receipt_digest"])
 

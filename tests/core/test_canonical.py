@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 
-from engram_core.canonical import SAFE_INT_MAX, canonicalize, format_number
+from engram_core.canonical import SAFE_INT_MAX, _plain, canonicalize, canonicalize_slow, format_number
 
 # RFC 8785 Appendix B (IEEE-754 bits → ECMAScript text), a representative subset.
 RFC_NUMBERS = [
@@ -59,3 +60,57 @@ def test_values_json_cannot_carry_are_refused(value: object) -> None:
 def test_non_string_keys_are_refused() -> None:
     with pytest.raises(TypeError):
         canonicalize({1: "x"})
+
+
+# RFC 8785 §3.2.2 / Appendix: the whole-document example (structure, literals, string escapes).
+RFC_DOCUMENT = {
+    "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+    "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"/",
+    "literals": [None, True, False],
+}
+RFC_DOCUMENT_JCS = ('{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],'
+                    '"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}')
+
+
+def test_rfc_document_example_on_both_paths() -> None:
+    assert canonicalize(RFC_DOCUMENT).decode() == RFC_DOCUMENT_JCS
+    assert canonicalize_slow(RFC_DOCUMENT).decode() == RFC_DOCUMENT_JCS
+    no_floats = {k: v for k, v in RFC_DOCUMENT.items() if k != "numbers"}
+    assert canonicalize(no_floats) == canonicalize_slow(no_floats)
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> object:
+    alphabet = ["a", "Z", "0", " ", '"', "\\", "/", "\b", "\f", "\n", "\r", "\t", "\x00", "\x1f", "\x7f", "\u0080",
+                "\u00f6", "\u2028", "\u20ac", "\ue000", "\ufb33", "\uffff", "\U0001F600", "\U00010000"]
+    kind = rng.randrange(9 if depth < 4 else 6)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.random() < 0.5
+    if kind == 2:
+        return rng.randint(-SAFE_INT_MAX, SAFE_INT_MAX) if rng.random() < 0.5 else rng.randint(-1000, 1000)
+    if kind == 3:
+        return rng.choice([0.5, -0.0, 1e21, 1e-7, 123.456, 5e-324, 1e16])
+    if kind in (4, 5):
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(12)))
+    if kind in (6, 7):
+        return {"".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 5))): _random_value(rng, depth + 1)
+                for _ in range(rng.randrange(6))}
+    return [_random_value(rng, depth + 1) for _ in range(rng.randrange(5))]
+
+
+def test_the_fast_path_matches_the_reference_on_a_random_corpus() -> None:
+    rng = random.Random(8785)
+    fast_taken = 0
+    for _ in range(5000):
+        value = _random_value(rng)
+        assert canonicalize(value) == canonicalize_slow(value), value
+        fast_taken += _plain(value)
+    assert fast_taken > 1000  # the corpus exercises the fast path, not only the fallback
+
+
+def test_the_fast_path_refuses_what_the_reference_refuses() -> None:
+    for bad in ({"k": "\ud800"}, ["x\udfff"], {"\ud800": 1}):
+        with pytest.raises(ValueError):
+            canonicalize(bad)
+    assert not _plain({"\U0001F600": 1}) and not _plain([1.5]) and not _plain(SAFE_INT_MAX + 1)

@@ -6,8 +6,11 @@ import asyncio
 
 import pytest
 
-from engram_api.storage.v1 import storage_pb2
+from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
+from engram_core.grpc_server import channel
 from storage_service import journal
+from storage_service.commits import JournalTxn
+from storage_service.server import create
 from storage_service.store import Scope
 from tests.storage.helpers import Storage, Who, capture, enable, rpc_code, transition_request
 
@@ -71,3 +74,76 @@ async def test_the_journal_holds_no_content(storage: Storage) -> None:
     await capture(storage, who, "Zanzibar marmalade recipe number nine.")
     async for event in storage.deps.store.journal.find({"scope": Scope(who.tenant, who.workspace).key}):
         assert "marmalade" not in repr(event) and who.tenant not in repr(event)
+
+
+async def test_concurrent_writes_of_a_scope_commit_in_groups(storage: Storage) -> None:
+    who = Who()
+    await enable(storage, who)
+    commits = storage.deps.commits
+    groups, bodies = commits.groups_committed, commits.bodies_committed
+    await asyncio.gather(*(capture(storage, who, f"Grouped note {i}.") for i in range(CONCURRENT)))
+    assert commits.bodies_committed - bodies == CONCURRENT
+    assert commits.groups_committed - groups < CONCURRENT  # some shared a transaction
+
+
+async def test_a_failing_write_fails_alone_and_takes_no_cursor(storage: Storage) -> None:
+    """Illegal moves and conflicting replays queued among good writes: each fails with its
+    own code, the others commit, and the cursors stay dense."""
+    who = Who()
+    await enable(storage, who)
+    first = await capture(storage, who, "The original.", idempotency_key="same-key-0001")
+    candidate_id = first["candidate_id"]
+    withdraws = [storage.stub.Withdraw(transition_request(who, "engram_memory_withdraw", candidate_id))
+                 for _ in range(3)]
+    conflicting = capture(storage, who, "Another text under the same key.", idempotency_key="same-key-0001")
+    good = [capture(storage, who, f"Good {i}.") for i in range(6)]
+    results = await asyncio.gather(*withdraws, conflicting, *good, return_exceptions=True)
+    codes = [await rpc_code(_raise(r)) if isinstance(r, BaseException) else "ok" for r in results]
+    assert sorted(codes[:3]) == ["ALREADY_TERMINAL", "ALREADY_TERMINAL", "ok"]
+    assert codes[3] == "DIGEST_CONFLICT" and codes[4:] == ["ok"] * 6
+    scope = Scope(who.tenant, who.workspace)
+    assert await journal.head_cursor(storage.deps.store, scope) == 1 + 1 + 6
+    assert await journal.verify_chain(storage.deps.store, scope)
+
+
+async def test_a_body_that_raises_is_isolated_in_its_group(storage: Storage) -> None:
+    who = Who()
+    await enable(storage, who)
+    scope = Scope(who.tenant, who.workspace)
+
+    async def good(txn: JournalTxn) -> int:
+        return txn.append("probe", "obj", None, "pending").cursor
+
+    async def broken(txn: JournalTxn) -> int:
+        txn.append("probe", "broken", None, "pending")
+        raise ValueError("a bug in one body")
+
+    results = await asyncio.gather(*(storage.deps.commits.run(scope, broken if i % 3 == 1 else good)
+                                     for i in range(9)), return_exceptions=True)
+    assert [isinstance(r, ValueError) for r in results] == [i % 3 == 1 for i in range(9)]
+    assert sorted(r for r in results if isinstance(r, int)) == list(range(1, 7))
+    assert await journal.verify_chain(storage.deps.store, scope)
+
+
+async def test_two_storage_processes_write_one_scope_densely(storage: Storage) -> None:
+    """A second storage replica on the same database: groups race on the scope head, the
+    loser's transaction re-runs, the journal stays dense and chained."""
+    second, close, _deps = await create(storage.settings.model_copy(update={"relay_enabled": False}))
+    chan = channel(f"127.0.0.1:{second.port}")
+    try:
+        other = Storage(storage_pb2_grpc.StorageServiceStub(chan), storage.admin, _deps,
+                        f"127.0.0.1:{second.port}", storage.settings)
+        who = Who()
+        await enable(storage, who)
+        answers = await asyncio.gather(*(capture(storage if i % 2 else other, who, f"Replica note {i}.")
+                                         for i in range(CONCURRENT)))
+        assert sorted(int(a["cursor"]) for a in answers) == list(range(1, CONCURRENT + 1))
+        assert await journal.verify_chain(storage.deps.store, Scope(who.tenant, who.workspace))
+    finally:
+        await chan.close()
+        await second.stop(0)
+        await close()
+
+
+async def _raise(error: BaseException) -> None:
+    raise error

@@ -53,7 +53,7 @@ async def test_forget_publishes_erasure_tasks_that_carry_only_ids(storage: Stora
 async def test_a_decision_is_owed_until_it_is_recorded(storage: Storage, redis_url: str) -> None:
     """BeginAdmission writes the decision's outbox row (the admission service publishes first);
     the relay publishes it again only when no decision is recorded by its due time, under the
-    one task id every delivery of that decision shares; the commit marks it done."""
+    one task id every delivery of that decision shares; the commit deletes it."""
     who = Who()
     await enable(storage, who)
     candidate_id = (await capture(storage, who, "Tide table for the north harbour."))["candidate_id"]
@@ -79,9 +79,8 @@ async def test_a_decision_is_owed_until_it_is_recorded(storage: Storage, redis_u
         assert republished["attempts"] >= 2 and republished["state"] == "sent"
 
         await admit(storage, who, candidate_id)
-        done = await store.outbox.find_one({"_id": row["_id"]})
-        assert done["state"] == "done"
-        await store.outbox.update_one({"_id": row["_id"]}, {"$set": {"next_attempt_at": datetime.now(timezone.utc)}})
+        # Decided: the row is deleted with the decision (nothing is owed, nothing reads it).
+        assert await store.outbox.find_one({"_id": row["_id"]}) is None
         await redis.delete(queue)
         await relay.relay_once()
         assert [m for m in [json.loads(i) for i in await redis.lrange(queue, 0, -1)]

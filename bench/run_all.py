@@ -11,6 +11,7 @@ BENCHES = (
     [sys.executable, str(HERE / "search_bench.py")],
     [sys.executable, str(HERE / "storage_bench.py")],
     [sys.executable, str(HERE / "e2e_bench.py")],
+    [sys.executable, str(HERE / "ingest_bench.py"), "--records", "1000", "--quiet"],
 )
 
 

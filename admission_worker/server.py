@@ -8,7 +8,8 @@ from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
 
-from admission_worker.service import AdmissionServicer
+from admission_worker.results import ResultListener
+from admission_worker.service import AdmissionServicer, results_pattern
 from admission_worker.settings import AdmissionSettings
 from engram_api.admission.v1 import admission_pb2_grpc
 from engram_api.storage.v1 import storage_pb2_grpc
@@ -22,16 +23,16 @@ log = logging.getLogger("engram.admission")
 async def create(settings: AdmissionSettings) -> tuple[RunningServer, Callable[[], Awaitable[None]]]:
     storage_channel = channel(settings.storage_addr)
     redis = aioredis.Redis.from_url(settings.redis_url)
-    servicer = AdmissionServicer(
-        storage_pb2_grpc.StorageServiceStub(storage_channel),
-        make_celery(settings),
-        redis,
-    )
+    celery = make_celery(settings)
+    results = ResultListener(redis, results_pattern(celery))
+    results.start()
+    servicer = AdmissionServicer(storage_pb2_grpc.StorageServiceStub(storage_channel), celery, redis, results)
     running = await create_server(
         settings, lambda server: admission_pb2_grpc.add_AdmissionServiceServicer_to_server(servicer, server)
     )
 
     async def close() -> None:
+        await results.close()
         await storage_channel.close()
         await redis.aclose()
 

@@ -19,7 +19,7 @@ from engram_core.canonical import canonicalize
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import error_from_rpc, rpc_boundary
 from engram_core.taskq import DECIDE_ADMISSION, decision_task_id
-from admission_worker.results import TaskFailed, forget_result, wait_for_result
+from admission_worker.results import ResultListener, TaskFailed, forget_result
 
 log = logging.getLogger("engram.admission")
 
@@ -28,10 +28,12 @@ ANSWER_MARGIN_SECONDS = 0.25
 
 
 class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
-    def __init__(self, storage: storage_pb2_grpc.StorageServiceStub, celery: Celery, redis: aioredis.Redis) -> None:
+    def __init__(self, storage: storage_pb2_grpc.StorageServiceStub, celery: Celery, redis: aioredis.Redis,
+                 results: ResultListener) -> None:
         self._storage = storage
         self._celery = celery
         self._redis = redis
+        self._results = results
 
     async def _begin(self, request: admission_pb2.RequestAdmissionRequest, timeout: float) -> storage_pb2.BeginAdmissionResponse:
         try:
@@ -73,13 +75,18 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
         try:
             await forget_result(self._redis, key)
             await asyncio.to_thread(self._celery.send_task, DECIDE_ADMISSION, args=[request_id], task_id=task_id)
-            result = await wait_for_result(self._redis, key, wait)
+            result = await self._results.wait(key, wait)
         except (RedisError, OSError, OperationalError) as exc:
             log.warning("decision task not awaited: %s", type(exc).__name__)
             return None
         except TaskFailed:
             return None
         return result if isinstance(result, str) and result else None
+
+
+def results_pattern(celery: Celery) -> bytes:
+    """The channel pattern of every decision's result (they share a task-id prefix)."""
+    return celery.backend.get_key_for_task(decision_task_id("*"))
 
 
 def _answer(outcome_json: bytes, *, replayed: bool) -> admission_pb2.RequestAdmissionResponse:

@@ -17,7 +17,9 @@ class WorkerSettings(TaskQueueSettings):
     grpc_port: int = 50054
     storage_addr: str = "127.0.0.1:50051"
     search_addr: str = "127.0.0.1:50052"
-    worker_concurrency: int = 2
+    # Task threads: each mostly waits on storage, so more threads than cores keep its group
+    # commits full (2 threads held ingest at 16 in flight to 13.7/s, 8 gave 16.7/s).
+    worker_concurrency: int = 8
     # Seconds for one storage/search call made by a task.
     task_rpc_seconds: float = 10.0
     # Seconds the queue may hold messages while the worker has a free slot and starts nothing

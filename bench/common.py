@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import statistics
 from importlib import metadata
@@ -16,6 +17,15 @@ def percentiles(samples_ms: list[float]) -> dict[str, float]:
         return {"p50": 0.0, "p95": 0.0, "p99": 0.0}
     q = statistics.quantiles(ordered, n=100, method="inclusive") if len(ordered) > 1 else [ordered[0]] * 99
     return {"p50": q[49], "p95": q[94], "p99": q[98]}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (Linux /proc), seconds; 0 when unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def rss_mib(pid: int) -> float:

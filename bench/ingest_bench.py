@@ -27,8 +27,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import percentiles, rss_mib, versions  # noqa: E402
+from bench.common import cpu_seconds, percentiles, rss_mib, versions  # noqa: E402
 from engram_cli.datastores import free_port  # noqa: E402
+from pymongo import MongoClient  # noqa: E402
 from engram_cli.spawn import SpawnedStack, spawn_up  # noqa: E402
 from engram_hostkit import HostFile  # noqa: E402
 from engram_hostkit.client import EngramClient  # noqa: E402
@@ -45,15 +46,35 @@ def text_for(i: int, tag: str) -> str:
     return f"Decision {i}: " + " ".join(picks) + f" because incident-{i % 37} showed it. token{tag}x{i}"
 
 
-def dir_bytes(path: Path) -> int:
-    total = 0
+def dir_bytes(path: Path) -> dict[str, int]:
+    """Bytes on disk under ``path`` by kind: the server's write-ahead log (preallocated in
+    10 MiB files, so it grows in steps), its oplog, and the data and index files."""
+    total = {"log": 0, "oplog": 0, "data": 0}
     for root, _dirs, files in os.walk(path):
         for name in files:
             try:
-                total += os.stat(os.path.join(root, name)).st_size
+                size = os.stat(os.path.join(root, name)).st_size
             except OSError:
-                pass
+                continue
+            kind = "log" if name.startswith("WiredTigerLog.") else "oplog" if "oplog" in name else "data"
+            total[kind] += size
     return total
+
+
+def logical_bytes(mongo_url: str, database: str) -> dict[str, int]:
+    """dataSize + indexSize of each collection of the engram database (after an fsync, so the
+    files measured next are current)."""
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
+    try:
+        client.admin.command("fsync")
+        db = client[database]
+        sizes = {}
+        for name in db.list_collection_names():
+            stats = db.command("collStats", name)
+            sizes[name] = int(stats.get("size", 0)) + int(stats.get("totalIndexSize", 0))
+        return sizes
+    finally:
+        client.close()
 
 
 class Load:
@@ -134,9 +155,10 @@ def memory_figures(stack: SpawnedStack, records: int) -> dict[str, Any]:
     pids = stack.pids()
     rss = {name: rss_mib(pid) for name, pid in pids.items()}
     mongo_dir = stack.state_dir / "mongo"
-    disk = dir_bytes(mongo_dir) if mongo_dir.exists() else 0
-    return {"rss_mib": rss, "disk_bytes": disk, "disk_per_memory": disk / records if records else 0.0,
-            "rss_total_mib": sum(rss.values())}
+    logical = logical_bytes(stack.state()["mongo_url"], os.environ.get("ENGRAM_MONGO_DB", "engram"))
+    disk = dir_bytes(mongo_dir) if mongo_dir.exists() else {"log": 0, "oplog": 0, "data": 0}
+    return {"rss_mib": rss, "disk": {**disk, "logical": sum(logical.values())}, "collections": logical,
+            "rss_total_mib": sum(rss.values()), "cpu_s": {name: cpu_seconds(pid) for name, pid in pids.items()}}
 
 
 def run_one(records: int, concurrency: int, searchable_every: int, progress: bool) -> dict[str, Any]:
@@ -165,9 +187,13 @@ def run_one(records: int, concurrency: int, searchable_every: int, progress: boo
         "rate": len(load.done_at) / wall if wall else 0.0, "tenth_rates": rates,
         "flatness": (rates[0] / rates[-1]) if rates and rates[-1] else 0.0,
         "capture_ms": cap, "admission_ms": adm, "searchable_ms": srch, "searchable_n": len(load.searchable),
-        "disk_per_memory": (after["disk_bytes"] - before["disk_bytes"]) / records,
+        "collection_bytes_per_memory": {name: (size - before["collections"].get(name, 0)) / records
+                                        for name, size in after["collections"].items()},
+        "disk_per_memory": {kind: (after["disk"][kind] - before["disk"][kind]) / records for kind in after["disk"]},
         "rss_per_memory_kib": (after["rss_total_mib"] - before["rss_total_mib"]) * 1024 / records,
         "rss_mib": after["rss_mib"],
+        "cpu_ms_per_memory": {name: (after["cpu_s"][name] - before["cpu_s"].get(name, 0.0)) * 1000 / records
+                              for name in after["cpu_s"]},
     }
 
 
@@ -180,8 +206,15 @@ def print_result(r: dict[str, Any]) -> None:
                       ("capture->searchable", "searchable_ms")):
         p = r[key]
         print(f"{name:<22} p50={p['p50']:.1f}ms p95={p['p95']:.1f}ms p99={p['p99']:.1f}ms")
-    print(f"disk per memory {r['disk_per_memory']:.0f} B; rss growth per memory {r['rss_per_memory_kib']:.2f} KiB; "
+    disk = r["disk_per_memory"]
+    print(f"disk per memory: logical {disk['logical']:.0f} B (dbStats data+indexes), data files {disk['data']:.0f} B, "
+          f"oplog {disk['oplog']:.0f} B, write-ahead log {disk['log']:.0f} B")
+    by_collection = sorted(r["collection_bytes_per_memory"].items(), key=lambda item: -item[1])
+    print("logical bytes per memory by collection: " + " ".join(f"{k}={v:.0f}" for k, v in by_collection if v >= 1))
+    print(f"rss growth per memory {r['rss_per_memory_kib']:.2f} KiB; "
           "rss " + " ".join(f"{k}={v:.0f}MiB" for k, v in sorted(r["rss_mib"].items())))
+    cpu = r["cpu_ms_per_memory"]
+    print(f"cpu per memory {sum(cpu.values()):.1f} ms: " + " ".join(f"{k}={v:.1f}ms" for k, v in sorted(cpu.items())))
 
 
 def main() -> int:

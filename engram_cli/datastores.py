@@ -179,6 +179,9 @@ def _script(name: str) -> str:
     return found
 
 
+OPLOG_RETENTION_SECONDS, OPLOG_MAX_ENTRIES = 60, 5000
+
+
 def start_secantus(data_dir: Path, port: int | None = None, log_file: Path | None = None) -> ChildProcess:
     """Start SecantusDB (``--sync-on-commit``) on loopback; returns once it accepts connections.
 
@@ -188,7 +191,10 @@ def start_secantus(data_dir: Path, port: int | None = None, log_file: Path | Non
     child = ChildProcess(
         "mongodb",
         [_script("secantusd-py"), "--host", "127.0.0.1", "--port", str(port),
-         "--storage-path", str(data_dir), "--sync-on-commit", "--log-level", "WARNING"],
+         "--storage-path", str(data_dir), "--sync-on-commit", "--log-level", "WARNING",
+         # Nothing reads the oplog (no change streams, no replicas): keep it short, or it
+         # holds ~20 KB of disk per memory for an hour.
+         "--oplog-retention-seconds", str(OPLOG_RETENTION_SECONDS), "--oplog-max-entries", str(OPLOG_MAX_ENTRIES)],
         url=f"mongodb://127.0.0.1:{port}/?directConnection=true", log_file=log_file, port=port,
     )
     child.start()

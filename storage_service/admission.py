@@ -9,7 +9,9 @@ new state, the decision and the outbox row that destroys the candidate's data ke
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,9 @@ TRUST_CLASSES = ("asserted", "signed", "earned")
 STATUS = {"accept": "accepted", "reject": "rejected", "pending_adjudication": "pending_adjudication",
           "duplicate_exact": "duplicate_exact"}
 OPERATION = {"accept": "accept", "reject": "reject", "pending_adjudication": "hold", "duplicate_exact": "duplicate"}
+# Request ids whose scope this process remembers (a request's scope never changes; a miss
+# costs one indexed read).
+SCOPE_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,20 @@ def _scope(doc: dict[str, Any]) -> Scope:
 class Admissions:
     def __init__(self, deps: Deps) -> None:
         self._d = deps
+        self._scopes: OrderedDict[str, Scope] = OrderedDict()
+
+    def _remember(self, request_id: str, scope: Scope) -> None:
+        self._scopes[request_id] = scope
+        self._scopes.move_to_end(request_id)
+        while len(self._scopes) > SCOPE_CACHE_SIZE:
+            self._scopes.popitem(last=False)
+
+    async def _scope_of(self, request_id: str) -> Scope:
+        scope = self._scopes.get(request_id)
+        if scope is None:
+            scope = _scope(await self._by_request(request_id))
+            self._remember(request_id, scope)
+        return scope
 
     async def begin(self, key: GateKey, candidate_id: str) -> Begun:
         d, scope = self._d, key.scope
@@ -91,7 +110,10 @@ class Admissions:
                     session=session)
             return Begun(request_id=request_id)
 
-        return await d.store.transaction(body)
+        begun = await d.store.transaction(body)
+        if begun.request_id:
+            self._remember(begun.request_id, scope)
+        return begun
 
     async def _by_request(self, request_id: str, session: Session | None = None) -> dict[str, Any]:
         candidate = await self._d.store.candidates.find_one({"admission_request_id": request_id}, session=session)
@@ -107,15 +129,18 @@ class Admissions:
         if candidate["state"] != PENDING:
             raise EngramError(Code.ALREADY_TERMINAL)
         scope = _scope(candidate)
-        data = json.loads(await d.vault.open(scope, candidate["_id"], CANDIDATE, candidate["blob"]))
-        duplicate = await d.store.records.find_one(
-            {"scope": scope.key, "payload_digest": candidate["payload_digest"], "state": ACCEPTED_CURRENT}, {"_id": 1}
+        self._remember(request_id, scope)
+        # Four independent indexed reads, issued together (one round trip of latency).
+        plaintext, duplicate, policy, forgotten = await asyncio.gather(
+            d.vault.open(scope, candidate["_id"], CANDIDATE, candidate["blob"]),
+            d.store.records.find_one(
+                {"scope": scope.key, "payload_digest": candidate["payload_digest"], "state": ACCEPTED_CURRENT},
+                {"_id": 1}),
+            d.policies.get(scope),
+            d.matches_forgotten(scope, candidate["payload_digest"]),
         )
-        return Opened(
-            data["payload"], data["evidence"], await d.policies.get(scope),
-            duplicate["_id"] if duplicate else "",
-            await d.matches_forgotten(scope, candidate["payload_digest"]),
-        )
+        data = json.loads(plaintext)
+        return Opened(data["payload"], data["evidence"], policy, duplicate["_id"] if duplicate else "", forgotten)
 
     async def commit(self, request_id: str, decision: str, reason: str, trust: str) -> bytes:
         """Apply the decision (once); returns the recorded outcome (canonical JSON)."""
@@ -178,8 +203,7 @@ class Admissions:
                 await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate["_id"])
             return outcome_json
 
-        owner = _scope(await self._by_request(request_id))
-        outcome_json = await d.commits.run(owner, body)
+        outcome_json = await d.commits.run(await self._scope_of(request_id), body)
         d.on_commit()
         return outcome_json
 

@@ -18,6 +18,7 @@ import grpc
 
 from engram_api.admin.v1 import admin_pb2, admin_pb2_grpc
 from engram_api.common.v1 import common_pb2
+from engram_core.languages import SEARCH_LANGUAGES
 from engram_core.schemas.tools import TOOL_NAMES
 from engram_cli.stackstate import StackState
 
@@ -29,10 +30,11 @@ async def _call(addr: str, token: str, method: str, request: object) -> admin_pb
 
 
 async def enable_scope(
-    addr: str, token: str, tenant: str, workspace: str, tools: list[str], confirm: list[str]
+    addr: str, token: str, tenant: str, workspace: str, tools: list[str], confirm: list[str], language: str = ""
 ) -> admin_pb2.ScopeState:
     request = admin_pb2.EnableScopeRequest(
-        scope=common_pb2.Scope(tenant=tenant, workspace=workspace), tools=tools, confirmation_required=confirm
+        scope=common_pb2.Scope(tenant=tenant, workspace=workspace), tools=tools, confirmation_required=confirm,
+        language=language,
     )
     return await _call(addr, token, "EnableScope", request)
 
@@ -61,12 +63,15 @@ def main(argv: list[str]) -> int:
                 choices=["engram_memory_capture", "engram_memory_request_admission"],
                 help="tools that need a human confirmation in this scope",
             )
+            cmd.add_argument("--language", choices=SEARCH_LANGUAGES, default="",
+                             help="search analyzer language: stop list and stemmer (default: keep; en for a new scope)")
     opts = parser.parse_args(argv)
     addr, token, state = _target(opts)
     scope = common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace)
     try:
         if opts.command == "enable":
-            reply = asyncio.run(enable_scope(addr, token, opts.tenant, opts.workspace, opts.tools, opts.confirm))
+            reply = asyncio.run(enable_scope(addr, token, opts.tenant, opts.workspace, opts.tools, opts.confirm,
+                                             opts.language))
             if state is not None:
                 state.allow_dev_host_tenant(opts.tenant)
         elif opts.command == "disable":

@@ -1,9 +1,11 @@
-"""The in-memory lexical channel of profile ``engram-hybrid/v1``: BM25 over weighted fields.
+"""The in-memory lexical channel of profile ``engram-hybrid/v2``: BM25 over weighted fields,
+each field indexed twice (exact and Snowball-stemmed tokens, SPEC §9).
 
-One :class:`LexicalIndex` holds one scope. Postings are maintained incrementally: ``add`` and
-``remove`` cost O(tokens of the document); statistics are kept as integer sums, so an index
-built by any sequence of adds and removes scores exactly (bit for bit) like one built fresh
-from the surviving documents. :class:`Index` is the seam for another engine (tantivy).
+One :class:`LexicalIndex` holds one scope, analysed in the scope's language. Postings are
+maintained incrementally: ``add`` and ``remove`` cost O(tokens of the document); statistics are
+kept as integer sums, so an index built by any sequence of adds and removes scores exactly
+(bit for bit) like one built fresh from the surviving documents. :class:`Index` is the seam
+for another engine.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
+from search_service.analyzer import DEFAULT_LANGUAGE, Analyzer, analyzer_for
 from search_service.ranking import DocMeta
-from search_service.tokenizer import TOKENIZER_DESCRIPTION, tokenize
 
 FIELDS = ("primary", "decision", "evidence", "context", "citations")
 FIELD_WEIGHTS: Mapping[str, float] = {
@@ -24,14 +26,22 @@ FIELD_WEIGHTS: Mapping[str, float] = {
     "context": 1.0,
     "citations": 0.5,
 }
+# The two copies of every field; a stemmed match counts with this weight on top of the field's.
+COPIES = ("exact", "stemmed")
+COPY_WEIGHTS: Mapping[str, float] = {"exact": 1.0, "stemmed": 1.0}
 K1 = 1.2
 B = 0.75
 _KINDS = ("decision", "evidence", "context")
+# (copy, field) slots, copy-major: slot = copy * len(FIELDS) + field.
+_SLOTS = tuple((c, f) for c in range(len(COPIES)) for f in range(len(FIELDS)))
+_SLOT_WEIGHTS = tuple(COPY_WEIGHTS[COPIES[c]] * FIELD_WEIGHTS[FIELDS[f]] for c, f in _SLOTS)
 
-LEXICAL_PROFILE_CONFIG: Mapping[str, object] = {
-    "engine": "engram-bm25f/py-1",
+_ENGINE_CONFIG: Mapping[str, object] = {
+    "engine": "engram-bm25f/py-2",
     "fields": list(FIELDS),
     "field_weights": dict(FIELD_WEIGHTS),
+    "copies": list(COPIES),
+    "copy_weights": dict(COPY_WEIGHTS),
     "field_sources": {
         "primary": "text of the component named by primary_component_id",
         "decision": "texts of the other components of kind decision, joined by LF",
@@ -41,15 +51,23 @@ LEXICAL_PROFILE_CONFIG: Mapping[str, object] = {
     },
     "k1": K1,
     "b": B,
-    "idf": "ln(1 + (N - df + 0.5) / (df + 0.5)); N = documents in the scope's index, "
-    "df = documents containing the term in at least one field",
-    "score": "sum over query terms t, each counted as often as it occurs in the query, and over "
-    "fields f with tf_f > 0 of idf(t) * w_f * tf_f * (k1 + 1) / "
-    "(tf_f + k1 * (1 - b + b * len_f / avglen_f)); len_f = tokens of field f in the document, "
-    "avglen_f = tokens of field f in all documents / N",
-    "matching": "every document containing at least one query term in any field; never truncated",
-    "tokenizer": TOKENIZER_DESCRIPTION,
+    "idf": "per copy c: ln(1 + (N - df_c + 0.5) / (df_c + 0.5)); N = documents in the scope's index, "
+    "df_c = documents containing the term in at least one field of copy c",
+    "score": "sum over copies c (exact: the query's exact tokens; stemmed: their stems), over query "
+    "terms t of that copy, each counted as often as it occurs in the query, and over fields f with "
+    "tf_cf > 0 of idf_c(t) * w_c * w_f * tf_cf * (k1 + 1) / (tf_cf + k1 * (1 - b + b * len_cf / avglen_cf)); "
+    "len_cf = tokens of field f's copy c in the document, avglen_cf = tokens of that field copy in all "
+    "documents / N",
+    "matching": "every document containing at least one query term in any field copy; never truncated",
 }
+
+
+def lexical_profile_config(language: str = DEFAULT_LANGUAGE) -> Mapping[str, object]:
+    """The lexical channel's part of the ranking profile config for a scope language."""
+    return {**_ENGINE_CONFIG, "analyzer": dict(analyzer_for(language).config())}
+
+
+LEXICAL_PROFILE_CONFIG = lexical_profile_config()
 
 
 def fields_of(record: Mapping[str, object]) -> dict[str, str]:
@@ -100,23 +118,31 @@ class Index(Protocol):
 
 
 class LexicalIndex:
-    """BM25 over the five weighted fields, one instance per scope. Not thread-safe."""
+    """BM25 over the five weighted fields in two copies, one instance per scope. Not
+    thread-safe."""
 
-    __slots__ = ("_postings", "_lengths", "_total_lengths", "_df", "_terms", "_metas")
+    __slots__ = ("_analyzer", "_config", "_postings", "_lengths", "_total_lengths", "_df", "_terms", "_metas")
 
-    def __init__(self) -> None:
-        # _postings[f][term][doc_id] = tf of term in field f of doc_id
-        self._postings: tuple[dict[str, dict[str, int]], ...] = tuple({} for _ in FIELDS)
-        # _lengths[f][doc_id] = token count of field f (only for non-empty fields)
-        self._lengths: tuple[dict[str, int], ...] = tuple({} for _ in FIELDS)
-        self._total_lengths = [0] * len(FIELDS)
-        self._df: dict[str, int] = {}
+    def __init__(self, language: str = DEFAULT_LANGUAGE) -> None:
+        self._analyzer: Analyzer = analyzer_for(language)
+        self._config = lexical_profile_config(language)
+        # _postings[slot][term][doc_id] = tf of term in that (copy, field) of doc_id
+        self._postings: tuple[dict[str, dict[str, int]], ...] = tuple({} for _ in _SLOTS)
+        # _lengths[slot][doc_id] = token count of that field copy (only when non-empty)
+        self._lengths: tuple[dict[str, int], ...] = tuple({} for _ in _SLOTS)
+        self._total_lengths = [0] * len(_SLOTS)
+        # _df[copy][term] = documents with the term in any field of that copy
+        self._df: tuple[dict[str, int], ...] = tuple({} for _ in COPIES)
         self._terms: dict[str, tuple[tuple[str, ...], ...]] = {}
         self._metas: dict[str, DocMeta] = {}
 
+    @property
+    def language(self) -> str:
+        return self._analyzer.language
+
     def profile_config(self) -> Mapping[str, object]:
         """The engine's part of the ranking profile config (hashed into the rank receipt)."""
-        return LEXICAL_PROFILE_CONFIG
+        return self._config
 
     def __len__(self) -> int:
         return len(self._metas)
@@ -131,6 +157,10 @@ class LexicalIndex:
         """All indexed documents' metadata by doc id (a live read-only view; do not mutate)."""
         return self._metas
 
+    def _copies(self, text: str) -> tuple[list[str], list[str]]:
+        exact = self._analyzer.exact(text)
+        return exact, self._analyzer.stemmed(exact)
+
     def add(self, doc_id: str, fields: Mapping[str, str], meta: DocMeta) -> None:
         """Index a document; an existing ``doc_id`` is replaced. Missing fields are empty."""
         unknown = set(fields) - set(FIELDS)
@@ -138,21 +168,24 @@ class LexicalIndex:
             raise ValueError("unknown search field")
         if doc_id in self._metas:
             self.remove(doc_id)
-        seen: set[str] = set()
+        analysed = [self._copies(fields.get(name, "")) for name in FIELDS]
+        seen: tuple[set[str], ...] = tuple(set() for _ in COPIES)
         terms: list[tuple[str, ...]] = []
-        for f, name in enumerate(FIELDS):
-            tokens = tokenize(fields.get(name, ""))
+        for slot, (c, f) in enumerate(_SLOTS):
+            tokens = analysed[f][c]
             counts = Counter(tokens)
-            postings = self._postings[f]
+            postings = self._postings[slot]
             for term, tf in counts.items():
                 postings.setdefault(term, {})[doc_id] = tf
             if tokens:
-                self._lengths[f][doc_id] = len(tokens)
-                self._total_lengths[f] += len(tokens)
-            seen.update(counts)
+                self._lengths[slot][doc_id] = len(tokens)
+                self._total_lengths[slot] += len(tokens)
+            seen[c].update(counts)
             terms.append(tuple(counts))
-        for term in seen:
-            self._df[term] = self._df.get(term, 0) + 1
+        for c, copy_terms in enumerate(seen):
+            df = self._df[c]
+            for term in copy_terms:
+                df[term] = df.get(term, 0) + 1
         self._terms[doc_id] = tuple(terms)
         self._metas[doc_id] = meta
 
@@ -162,47 +195,49 @@ class LexicalIndex:
         if terms is None:
             return False
         del self._metas[doc_id]
-        seen: set[str] = set()
-        for f, field_terms in enumerate(terms):
-            postings = self._postings[f]
-            for term in field_terms:
+        seen: tuple[set[str], ...] = tuple(set() for _ in COPIES)
+        for slot, slot_terms in enumerate(terms):
+            postings = self._postings[slot]
+            for term in slot_terms:
                 docs = postings[term]
                 del docs[doc_id]
                 if not docs:
                     del postings[term]
-            length = self._lengths[f].pop(doc_id, 0)
-            self._total_lengths[f] -= length
-            seen.update(field_terms)
-        for term in seen:
-            df = self._df[term] - 1
-            if df:
-                self._df[term] = df
-            else:
-                del self._df[term]
+            length = self._lengths[slot].pop(doc_id, 0)
+            self._total_lengths[slot] -= length
+            seen[_SLOTS[slot][0]].update(slot_terms)
+        for c, copy_terms in enumerate(seen):
+            df_c = self._df[c]
+            for term in copy_terms:
+                df = df_c[term] - 1
+                if df:
+                    df_c[term] = df
+                else:
+                    del df_c[term]
         return True
 
     def search(self, query: str) -> list[tuple[str, float]]:
         """Every matching document with its BM25 score, by score desc then doc_id asc."""
         n = len(self._metas)
-        query_terms = Counter(tokenize(query))
-        if n == 0 or not query_terms:
+        exact, stemmed = self._copies(query)
+        query_terms = (Counter(exact), Counter(stemmed))
+        if n == 0 or not exact:
             return []
         scores: dict[str, float] = {}
-        for term in sorted(query_terms):
-            df = self._df.get(term)
-            if df is None:
+        base = K1 * (1.0 - B)
+        for slot, (c, f) in enumerate(_SLOTS):
+            total = self._total_lengths[slot]
+            if not total:
                 continue
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            qtf = query_terms[term]
-            for f, name in enumerate(FIELDS):
-                docs = self._postings[f].get(term)
+            postings, lengths = self._postings[slot], self._lengths[slot]
+            slope = K1 * B * n / total
+            for term in sorted(query_terms[c]):
+                docs = postings.get(term)
                 if not docs:
                     continue
-                lengths = self._lengths[f]
-                avglen = self._total_lengths[f] / n
-                factor = qtf * idf * FIELD_WEIGHTS[name] * (K1 + 1.0)
-                base = K1 * (1.0 - B)
-                slope = K1 * B / avglen
+                df = self._df[c][term]
+                idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                factor = query_terms[c][term] * idf * _SLOT_WEIGHTS[slot] * (K1 + 1.0)
                 for doc_id, tf in docs.items():
                     part = factor * tf / (tf + base + slope * lengths[doc_id])
                     scores[doc_id] = scores.get(doc_id, 0.0) + part

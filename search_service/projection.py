@@ -20,6 +20,7 @@ from engram_api.common.v1 import common_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.grpc_errors import error_from_rpc
 from engram_core.timefmt import parse_instant
+from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.lexical import LexicalIndex, fields_of
 from search_service.ranking import DocMeta
 
@@ -68,9 +69,13 @@ class Projections:
     def peek(self, tenant: str, workspace: str) -> ScopeProjection | None:
         return self._scopes.get((tenant, workspace))
 
-    async def current(self, tenant: str, workspace: str) -> ScopeProjection:
-        """The scope's projection, caught up with the journal head. Hold ``.lock`` to read it."""
-        projection = self._scopes.setdefault((tenant, workspace), ScopeProjection())
+    async def current(self, tenant: str, workspace: str, language: str = DEFAULT_LANGUAGE) -> ScopeProjection:
+        """The scope's projection in the scope's search ``language``, caught up with the journal
+        head. Hold ``.lock`` to read it. A language change starts a fresh projection (every
+        record is analysed anew)."""
+        projection = self._scopes.get((tenant, workspace))
+        if projection is None or projection.index.language != language:
+            projection = self._scopes[(tenant, workspace)] = ScopeProjection(LexicalIndex(language))
         async with projection.lock:
             await self._catch_up(common_pb2.Scope(tenant=tenant, workspace=workspace), projection)
         return projection

@@ -1,4 +1,4 @@
-"""Hybrid ranking of profile ``engram-hybrid/v1`` (SPEC §9): eligibility, RRF fusion, recency.
+"""Hybrid ranking of profile ``engram-hybrid/v2`` (SPEC §9): eligibility, RRF fusion, recency.
 
 Pure functions over channel hit lists; the index engines produce the hits, the service wraps
 the result into packets and receipts. Every rule here is written down in docs/ranking.md.
@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-PROFILE = "engram-hybrid/v1"
+PROFILE = "engram-hybrid/v2"
 RRF_K = 60
 HALF_LIFE_MS = 30 * 24 * 60 * 60 * 1000
-FUSED_WEIGHT = 0.85
-RECENCY_WEIGHT = 0.15
+FUSED_WEIGHT = 0.95
+RECENCY_WEIGHT = 0.05
 SCORE_DECIMALS = 12
 _SCALE = 10.0**SCORE_DECIMALS
 

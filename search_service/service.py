@@ -19,6 +19,7 @@ from engram_core.grpc_errors import rpc_boundary
 from engram_core.timefmt import format_instant, now_ms
 from search_service.budget import CURSOR_FIELD, DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets
 from search_service.cursors import MAX_TOKEN_LENGTH, CursorCodec, CursorState
+from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.projection import Projections, ScopeProjection
 from search_service.ranking import PROFILE, RankedHit, rank
 from engram_core.redaction import project
@@ -80,8 +81,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         request_digest = digest("rank", {"request": {k: args[k] for k in sorted(args) if k != "page_cursor"}})
         scope_d = self._codec.scope_digest(tenant, workspace)
         principal_d = self._codec.principal_digest(tenant, workspace, caller.principal)
-        allowlist = (await self._projections.policy(tenant, workspace)).get("redaction_allowlist")
-        projection = await self._projections.current(tenant, workspace)
+        scope_policy = await self._projections.policy(tenant, workspace)
+        allowlist = scope_policy.get("redaction_allowlist")
+        projection = await self._projections.current(tenant, workspace, scope_policy.get("language", DEFAULT_LANGUAGE))
         async with projection.lock:
             now = now_ms()
             if "page_cursor" in args:

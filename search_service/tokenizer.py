@@ -1,4 +1,5 @@
-"""The search tokenizer of profile ``engram-hybrid/v1`` (SPEC §9).
+"""The search tokenizer of profile ``engram-hybrid/v2`` (SPEC §9): segmentation only; stop
+words and stemming are the analyzer's (:mod:`search_service.analyzer`).
 
 A token is a maximal run of characters that are Unicode letters (general category ``L*``:
 Lu, Ll, Lt, Lm, Lo), Unicode decimal digits (``Nd``) or the underscore ``_``. Everything else
@@ -7,9 +8,9 @@ separates tokens: whitespace, punctuation (including other connector punctuation
 (Roman numerals, superscripts, vulgar fractions, circled digits).
 
 Each run is then lowercased with ``str.lower`` (full Unicode lowercase mapping; segmentation
-happens before lowercasing, so ``"İstanbul"`` stays one token ``"i̇stanbul"``). Tokens that
-are ASCII-only and at most 2 characters long after lowercasing are dropped (``"ab"``, ``"7"``,
-``"__"``); non-ASCII tokens are kept whatever their length (``"é"``, ``"日本"``).
+happens before lowercasing, so ``"İstanbul"`` stays one token ``"i̇stanbul"``). Single-
+character ASCII tokens are dropped (``"a"``, ``"7"``, ``"_"``); two-character ones are kept
+(``"ml"``, ``"kg"``, ``"np"``); non-ASCII tokens are kept whatever their length (``"é"``).
 
 Input text is NFC already (SPEC §3 checks it); the tokenizer does not normalise. The Unicode
 database is Python's (``unicodedata.unidata_version``), recorded in the lexical profile config.
@@ -29,7 +30,7 @@ TOKENIZER_DESCRIPTION = (
     "maximal runs of Unicode L*|Nd|'_' (Python unicodedata "
     + unicodedata.unidata_version
     + "); each run lowercased with full str.lower after segmentation; "
-    "drop ASCII-only tokens of length <= 2; no stemming, no stopwords"
+    "drop single-character ASCII tokens"
 )
 
 
@@ -51,7 +52,7 @@ def _split_run(run: str) -> list[str]:
 
 
 def _keep(token: str) -> bool:
-    return len(token) > 2 or not token.isascii()
+    return len(token) > 1 or not token.isascii()
 
 
 def tokenize(text: str) -> list[str]:

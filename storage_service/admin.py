@@ -35,7 +35,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc_boundary
     async def EnableScope(self, request: admin_pb2.EnableScopeRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ScopeState:
         await self._authenticate(context)
-        policy = await self._policies.enable(scope_of(request.scope), list(request.tools), list(request.confirmation_required))
+        policy = await self._policies.enable(scope_of(request.scope), list(request.tools),
+                                             list(request.confirmation_required), request.language)
         return self._state(request.scope, policy)
 
     @rpc_boundary

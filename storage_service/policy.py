@@ -13,6 +13,7 @@ A policy document (canonical JSON on the wire):
 | ``retention_cap_ms`` | longest ``expires_at - now`` accepted, epoch ms (absent: no cap) |
 | ``reconciliation_families`` | family refs consented for reconciliation (``[]``) |
 | ``redaction_allowlist`` | top-level record fields that leave (absent: the default list) |
+| ``language`` | the search analyzer's language, ``en`` / ``de`` / ``none`` (``en``) |
 | ``version`` | incremented on every change |
 """
 
@@ -22,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from engram_core.errors import Code, EngramError
+from engram_core.languages import DEFAULT_SEARCH_LANGUAGE, SEARCH_LANGUAGES
 from engram_core.schemas.tools import TOOL_NAMES
 from engram_core.timefmt import now_ms, parse_instant
 from storage_service.store import Scope, Store
@@ -38,6 +40,7 @@ def default_policy() -> dict[str, Any]:
         "admission": {"mode": "auto_accept"},
         "retain_allowed": False,
         "reconciliation_families": [],
+        "language": DEFAULT_SEARCH_LANGUAGE,
         "version": 0,
     }
 
@@ -61,13 +64,18 @@ class Policies:
         )
         return policy
 
-    async def enable(self, scope: Scope, tools: Iterable[str], confirmation_required: Iterable[str]) -> dict[str, Any]:
+    async def enable(self, scope: Scope, tools: Iterable[str], confirmation_required: Iterable[str],
+                     language: str = "") -> dict[str, Any]:
+        """Turn memory on; ``language`` (empty: keep the scope's) sets the search analyzer."""
         granted = [name for name in TOOL_NAMES if name in set(tools)] or list(TOOL_NAMES)
         confirm = [name for name in CONFIRMABLE if name in set(confirmation_required)]
         unknown = (set(tools) - set(TOOL_NAMES)) | (set(confirmation_required) - set(CONFIRMABLE))
-        if unknown:
+        if unknown or (language and language not in SEARCH_LANGUAGES):
             raise EngramError(Code.INVALID_SCHEMA)
-        return await self.update(scope, {"enabled": True, "tools": granted, "confirmation_required": confirm})
+        changes: dict[str, Any] = {"enabled": True, "tools": granted, "confirmation_required": confirm}
+        if language:
+            changes["language"] = language
+        return await self.update(scope, changes)
 
     async def disable(self, scope: Scope) -> dict[str, Any]:
         return await self.update(scope, {"enabled": False, "tools": []})

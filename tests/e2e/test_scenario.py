@@ -5,6 +5,8 @@ scope sees nothing of the first; forged, expired and replayed contexts are refus
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import sys
 import time
 import uuid
@@ -98,7 +100,7 @@ async def test_memory_lifecycle_end_to_end(stack: RunningStack, transport: str) 
 
         found = value(await memory.call("engram_memory_search", make_search_args(f"grpcio protobuf {tag}", PURPOSE)))
         assert [p["record"]["record_id"] for p in found["records"]][:1] == [record_id]
-        assert found["rank_receipt"]["profile"] == "engram-hybrid/v1"
+        assert found["rank_receipt"]["profile"] == "engram-hybrid/v2"
 
         got = value(await memory.call("engram_memory_get", make_get_args(record_id, PURPOSE)))
         assert got["record"]["record_id"] == record_id
@@ -193,3 +195,34 @@ async def test_untrusted_contexts_are_refused(stack: RunningStack, transport: st
         assert refused.value.code == -32602
         bad = {"query": "x", "purpose_ref": PURPOSE, "tenant": "dev"}
         assert code(await memory.call("engram_memory_search", bad)) == "INVALID_SCHEMA"
+
+
+async def test_search_language_is_the_scopes_operator_setting(stack: RunningStack) -> None:
+    """SPEC §9 analyzer per scope: ``engram admin enable --language de`` stems German and drops
+    its stop words; switching the scope to ``none`` rebuilds the projection without either."""
+    tag = uuid.uuid4().hex[:8]
+    tenant = f"lang-{tag}"
+    shown = json.loads(stack.admin("enable", "--tenant", tenant, "--workspace", "default", "--language", "de").stdout)
+    assert shown["policy"]["language"] == "de"
+    refused = subprocess.run(
+        [sys.executable, "-m", "engram_cli.main", "admin", "--state-dir", str(stack.state_dir), "enable",
+         "--tenant", tenant, "--workspace", "default", "--language", "fr"], env=stack.env, capture_output=True, text=True)
+    assert refused.returncode != 0 and "invalid choice" in refused.stderr
+    time.sleep(1.1)  # the gateway re-reads the host registry at most once a second
+    text = f"Die Häuser am Hafen {tag} werden im Winter geschlossen."
+    async with connect(stack, "http", tenant=tenant, workspace="default") as memory:
+        candidate_id = value(await memory.call(
+            "engram_memory_capture", make_capture_args(idempotency_key=f"e2e-lang-{tag}-01", text=text, purpose_ref=PURPOSE)
+        ))["candidate_id"]
+        outcome = value(await memory.call("engram_memory_request_admission",
+                                          make_request_admission_args(candidate_id, f"e2e-lang-admit-{tag}")))["outcome"]
+
+        async def hits(query: str) -> list[str]:
+            found = value(await memory.call("engram_memory_search", make_search_args(query, PURPOSE)))
+            return [packet["record"]["record_id"] for packet in found["records"]]
+
+        assert await hits("Haus") == [outcome["record_id"]]  # häuser -> haus (Snowball German)
+        assert await hits("die werden im") == []  # German stop words only
+        stack.admin("enable", "--tenant", tenant, "--workspace", "default", "--language", "none")
+        assert await hits("Haus") == []  # no stemmed copy any more
+        assert await hits("die werden") == [outcome["record_id"]]  # no stop list either

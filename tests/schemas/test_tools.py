@@ -132,7 +132,7 @@ RECEIPT = {
 GOOD_VALUES = {
     "engram_memory_search": {
         "records": [PACKET],
-        "rank_receipt": {"receipt_digest": D, "profile": "engram-hybrid/v1"},
+        "rank_receipt": {"receipt_digest": D, "profile": "engram-hybrid/v2"},
         "next_page_cursor": "opaque",
         "response_digest": D,
     },

@@ -17,7 +17,7 @@ from search_service.cursors import MAX_TOKEN_LENGTH, CursorCodec, CursorState
 def skeleton() -> dict:
     return {
         "records": [],
-        "rank_receipt": {"profile": "engram-hybrid/v1", "candidate_count": 3,
+        "rank_receipt": {"profile": "engram-hybrid/v2", "candidate_count": 3,
                          "receipt_digest": "sha256:" + "7" * 64},
         "response_digest": DIGEST_PLACEHOLDER,
         CURSOR_FIELD: cursor_placeholder(MAX_TOKEN_LENGTH),

@@ -3,7 +3,9 @@ import random
 
 import pytest
 
+from search_service.analyzer import Analyzer
 from search_service.lexical import (
+    COPY_WEIGHTS,
     FIELD_WEIGHTS,
     FIELDS,
     LEXICAL_PROFILE_CONFIG,
@@ -12,7 +14,6 @@ from search_service.lexical import (
     fields_of,
 )
 from search_service.ranking import DocMeta
-from search_service.tokenizer import tokenize
 
 from .helpers import record
 
@@ -21,31 +22,37 @@ def meta(doc_id: str) -> DocMeta:
     return DocMeta(record_id=doc_id, valid_from_ms=0)
 
 
-def build(docs: dict[str, dict[str, str]]) -> LexicalIndex:
-    index = LexicalIndex()
+def build(docs: dict[str, dict[str, str]], language: str = "en") -> LexicalIndex:
+    index = LexicalIndex(language)
     for doc_id, fields in docs.items():
         index.add(doc_id, fields, meta(doc_id))
     return index
 
 
-def reference_scores(docs: dict[str, dict[str, str]], query: str) -> dict[str, float]:
-    """BM25 over weighted fields written straight from the formula in docs/ranking.md."""
+def reference_scores(docs: dict[str, dict[str, str]], query: str, language: str = "en") -> dict[str, float]:
+    """BM25 over weighted fields in an exact and a stemmed copy, written straight from the
+    formula in SPEC §9 / docs/ranking.md (brute force: every document, every field)."""
+    analyzer = Analyzer(language)
     n = len(docs)
-    tokens = {d: {f: tokenize(fs.get(f, "")) for f in FIELDS} for d, fs in docs.items()}
-    avg = {f: sum(len(tokens[d][f]) for d in docs) / n for f in FIELDS}
+    exact = {d: {f: analyzer.exact(fs.get(f, "")) for f in FIELDS} for d, fs in docs.items()}
+    copies = {"exact": exact, "stemmed": {d: {f: analyzer.stemmed(t) for f, t in fs.items()} for d, fs in exact.items()}}
+    query_exact = analyzer.exact(query)
+    query_copies = {"exact": query_exact, "stemmed": analyzer.stemmed(query_exact)}
     scores: dict[str, float] = {}
-    for term in tokenize(query):
-        df = sum(1 for d in docs if any(term in tokens[d][f] for f in FIELDS))
-        if df == 0:
-            continue
-        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-        for d in docs:
-            for f in FIELDS:
-                tf = tokens[d][f].count(term)
-                if tf == 0:
-                    continue
-                norm = tf + 1.2 * (1 - 0.75 + 0.75 * len(tokens[d][f]) / avg[f])
-                scores[d] = scores.get(d, 0.0) + idf * tf * 2.2 / norm * FIELD_WEIGHTS[f]
+    for copy, tokens in copies.items():
+        avg = {f: sum(len(tokens[d][f]) for d in docs) / n for f in FIELDS}
+        for term in query_copies[copy]:
+            df = sum(1 for d in docs if any(term in tokens[d][f] for f in FIELDS))
+            if df == 0:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            for d in docs:
+                for f in FIELDS:
+                    tf = tokens[d][f].count(term)
+                    if tf == 0:
+                        continue
+                    norm = tf + 1.2 * (1 - 0.75 + 0.75 * len(tokens[d][f]) / avg[f])
+                    scores[d] = scores.get(d, 0.0) + idf * tf * 2.2 / norm * FIELD_WEIGHTS[f] * COPY_WEIGHTS[copy]
     return scores
 
 
@@ -56,21 +63,66 @@ def test_constants():
     }
     assert LEXICAL_PROFILE_CONFIG["k1"] == 1.2
     assert LEXICAL_PROFILE_CONFIG["b"] == 0.75
-    assert LEXICAL_PROFILE_CONFIG["engine"] == "engram-bm25f/py-1"
-    assert LexicalIndex().profile_config() is LEXICAL_PROFILE_CONFIG
+    assert LEXICAL_PROFILE_CONFIG["engine"] == "engram-bm25f/py-2"
+    assert dict(COPY_WEIGHTS) == {"exact": 1.0, "stemmed": 1.0}
+    assert LEXICAL_PROFILE_CONFIG["analyzer"]["language"] == "en"
+    assert LexicalIndex("de").profile_config()["analyzer"]["language"] == "de"
+    assert LexicalIndex().profile_config() == LEXICAL_PROFILE_CONFIG
     assert isinstance(LexicalIndex(), Index)  # structural: the protocol is satisfiable
 
 
 def test_bm25_hand_computation():
-    # N = 2; "banana" is in one doc (df = 1): idf = ln(1 + 1.5 / 1.5) = ln 2.
+    # Language none (no stemmed copy). N = 2; "banana" is in one doc (df = 1): idf = ln 2.
     # doc a primary has 2 tokens, avg primary length 1.5:
     # tf part = 1 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 2 / 1.5)) = 2.2 / 2.5 = 0.88; weight 3.
-    index = build({"a": {"primary": "apple banana"}, "b": {"primary": "apple"}})
+    index = build({"a": {"primary": "apple banana"}, "b": {"primary": "apple"}}, "none")
     assert index.search("banana") == [("a", pytest.approx(0.88 * 3.0 * math.log(2), rel=1e-12))]
     # "apple": df = 2, idf = ln(1 + 0.5 / 2.5) = ln 1.2. doc b: 1 token -> 2.2 / (1 + 1.2 * 0.75)
     hits = dict(index.search("apple"))
     assert hits["b"] == pytest.approx(math.log(1.2) * 3.0 * 2.2 / 1.9, rel=1e-12)
     assert hits["a"] == pytest.approx(math.log(1.2) * 3.0 * 0.88, rel=1e-12)
+    # en: the same words are their own stems, so the stemmed copy doubles every score.
+    stemmed = build({"a": {"primary": "apple banana"}, "b": {"primary": "apple"}})
+    assert dict(stemmed.search("banana"))["a"] == pytest.approx(2 * 0.88 * 3.0 * math.log(2), rel=1e-12)
+
+
+def test_stemmed_copy_matches_other_forms_and_exact_form_ranks_first():
+    index = build({"exact": {"primary": "running shoes"}, "form": {"primary": "runs daily"},
+                   "none": {"primary": "walking shoes"}})
+    hits = index.search("running")
+    assert [doc for doc, _ in hits] == ["exact", "form"]  # "runs" shares the stem "run"
+    assert build({"form": {"primary": "runs daily"}}, "none").search("running") == []
+
+
+def test_stop_words_are_not_indexed_or_searched():
+    index = build({"a": {"primary": "the plan for the harbour"}, "b": {"primary": "harbour"}})
+    assert index.search("the for") == []
+    assert [doc for doc, _ in index.search("the harbour")] == ["b", "a"]  # b is shorter
+    german = build({"a": {"primary": "der Plan und die Häuser"}}, "de")
+    assert german.search("und die") == []
+    assert [doc for doc, _ in german.search("Haus")] == ["a"]  # häuser -> haus (Snowball German)
+    assert [doc for doc, _ in build({"a": {"primary": "the plan"}}, "none").search("the")] == ["a"]
+
+
+def test_matches_brute_force_on_random_corpora():
+    """The index scores every document exactly like the SPEC formula, scored brute force."""
+    rng = random.Random(11)
+    words = ["cache", "caches", "caching", "deploy", "deployed", "deploys", "the", "of", "ml", "kg", "x",
+             "harbour", "harbours", "runs", "running", "ran", "der", "die", "häuser", "haus", "laufen",
+             "läuft", "straße", "日本", "é", "v2", "42"]
+    for language in ("en", "de", "none"):
+        for _ in range(15):
+            docs = {f"d{i}": {f: " ".join(rng.choice(words) for _ in range(rng.randint(0, 9)))
+                              for f in FIELDS if rng.random() < 0.6} for i in range(rng.randint(1, 30))}
+            index = build(docs, language)
+            for _ in range(6):
+                query = " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+                expected = reference_scores(docs, query, language)
+                got = index.search(query)
+                assert dict(got).keys() == expected.keys()
+                for doc_id, score in got:
+                    assert score == pytest.approx(expected[doc_id], rel=1e-12)
+                assert got == sorted(got, key=lambda h: (-h[1], h[0]))
 
 
 def test_matches_reference_on_a_small_corpus():
@@ -118,7 +170,7 @@ def test_empty_cases():
     assert LexicalIndex().search("anything") == []
     index = build({"a": {"primary": "something"}})
     assert index.search("") == []
-    assert index.search("a b ab !!") == []  # only dropped tokens
+    assert index.search("a b the of !!") == []  # only dropped tokens and stop words
 
 
 def test_add_remove_keep_stats_exact():
@@ -151,8 +203,8 @@ def test_add_remove_keep_stats_exact():
         index.remove(doc_id)
     assert len(index) == 0
     assert index.search(" ".join(vocab)) == []
-    assert index._df == {} and all(not p for p in index._postings)
-    assert index._total_lengths == [0] * len(FIELDS)
+    assert all(not df for df in index._df) and all(not p for p in index._postings)
+    assert index._total_lengths == [0] * (2 * len(FIELDS))
 
 
 def test_membership_and_meta():

@@ -37,7 +37,7 @@ def test_single_channel_rrf_normalised():
     assert hits[2].fused == round_score(61 / 63)
     assert all(h.recency == 1.0 for h in hits)
     assert hits[0].score == 1.0
-    assert hits[1].score == round_score(0.85 * round_score(61 / 62) + 0.15)
+    assert hits[1].score == round_score(0.95 * round_score(61 / 62) + 0.05)
 
 
 def test_two_channels_rrf():
@@ -66,7 +66,7 @@ def test_final_ties_by_record_id():
 
 def test_equal_scores_order_by_recency_before_record_id():
     # Two records first in one channel each (same fused). Their ages differ a little, so the
-    # rounded recency differs while the rounded score (0.15 x recency) can stay equal; find
+    # rounded recency differs while the rounded score (0.05 x recency) can stay equal; find
     # such a pair. "a" is the older one, so record_id order alone would put it first.
     base = NOW - 10 * HALF_LIFE_MS
     for gap in range(1, 20_000):
@@ -155,7 +155,7 @@ def test_scores_are_rounded_finite_and_bounded():
         for value in (h.score, h.fused, h.recency):
             assert math.isfinite(value) and 0.0 <= value <= 1.0
             assert round_score(value) == value
-        assert h.score == round_score(0.85 * h.fused + 0.15 * h.recency)
+        assert h.score == round_score(0.95 * h.fused + 0.05 * h.recency)
         assert len(repr(h.score).partition(".")[2]) <= 12
     keys = [(-h.score, -h.recency, h.record_id) for h in hits]
     assert keys == sorted(keys)
@@ -173,7 +173,8 @@ def test_round_score():
 
 def test_profile_config():
     config = profile_config(LEXICAL_PROFILE_CONFIG)
-    assert config["profile"] == PROFILE == "engram-hybrid/v1"
+    assert config["profile"] == PROFILE == "engram-hybrid/v2"
+    assert config["score"] == {"fused_weight": 0.95, "recency_weight": 0.05}
     assert config["fusion"]["k"] == 60
     assert config["recency"]["half_life_ms"] == 30 * DAY_MS
     assert config["channels"] == {"lexical": dict(LEXICAL_PROFILE_CONFIG)}

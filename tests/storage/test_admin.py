@@ -53,3 +53,22 @@ async def test_an_empty_scope_is_refused(storage: Storage) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(), metadata=BEARER)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_search_language_defaults_to_en_is_set_kept_and_checked(storage: Storage) -> None:
+    who = Who()
+    enabled = await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope), metadata=BEARER)
+    assert json.loads(enabled.policy_json)["language"] == "en"
+    for language in ("de", "none", "en"):
+        set_ = await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope, language=language),
+                                               metadata=BEARER)
+        assert json.loads(set_.policy_json)["language"] == language
+    await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope, language="de"), metadata=BEARER)
+    kept = await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope), metadata=BEARER)
+    assert json.loads(kept.policy_json)["language"] == "de"  # empty: keep the current one
+    for bad in ("fr", "EN", "de "):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope, language=bad), metadata=BEARER)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    policy = await storage.stub.GetScopePolicy(storage_pb2.GetScopePolicyRequest(scope=who.scope))
+    assert json.loads(policy.policy_json)["language"] == "de"

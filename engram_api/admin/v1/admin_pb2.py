@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from engram_api.common.v1 import common_pb2 as engram__api_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram_api/admin/v1/admin.proto\x12\x0f\x65ngram.admin.v1\x1a!engram_api/common/v1/common.proto\"j\n\x12\x45nableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05tools\x18\x02 \x03(\t\x12\x1d\n\x15\x63onfirmation_required\x18\x03 \x03(\t\"=\n\x13\x44isableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"9\n\x0fGetScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"Z\n\nScopeState\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x13\n\x0bpolicy_json\x18\x03 \x01(\x0c\x32\xfd\x01\n\x0c\x41\x64minService\x12O\n\x0b\x45nableScope\x12#.engram.admin.v1.EnableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12Q\n\x0c\x44isableScope\x12$.engram.admin.v1.DisableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12I\n\x08GetScope\x12 .engram.admin.v1.GetScopeRequest\x1a\x1b.engram.admin.v1.ScopeStateb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram_api/admin/v1/admin.proto\x12\x0f\x65ngram.admin.v1\x1a!engram_api/common/v1/common.proto\"|\n\x12\x45nableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05tools\x18\x02 \x03(\t\x12\x1d\n\x15\x63onfirmation_required\x18\x03 \x03(\t\x12\x10\n\x08language\x18\x04 \x01(\t\"=\n\x13\x44isableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"9\n\x0fGetScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"Z\n\nScopeState\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x13\n\x0bpolicy_json\x18\x03 \x01(\x0c\x32\xfd\x01\n\x0c\x41\x64minService\x12O\n\x0b\x45nableScope\x12#.engram.admin.v1.EnableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12Q\n\x0c\x44isableScope\x12$.engram.admin.v1.DisableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12I\n\x08GetScope\x12 .engram.admin.v1.GetScopeRequest\x1a\x1b.engram.admin.v1.ScopeStateb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,13 +33,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'engram_api.admin.v1.admin_p
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ENABLESCOPEREQUEST']._serialized_start=87
-  _globals['_ENABLESCOPEREQUEST']._serialized_end=193
-  _globals['_DISABLESCOPEREQUEST']._serialized_start=195
-  _globals['_DISABLESCOPEREQUEST']._serialized_end=256
-  _globals['_GETSCOPEREQUEST']._serialized_start=258
-  _globals['_GETSCOPEREQUEST']._serialized_end=315
-  _globals['_SCOPESTATE']._serialized_start=317
-  _globals['_SCOPESTATE']._serialized_end=407
-  _globals['_ADMINSERVICE']._serialized_start=410
-  _globals['_ADMINSERVICE']._serialized_end=663
+  _globals['_ENABLESCOPEREQUEST']._serialized_end=211
+  _globals['_DISABLESCOPEREQUEST']._serialized_start=213
+  _globals['_DISABLESCOPEREQUEST']._serialized_end=274
+  _globals['_GETSCOPEREQUEST']._serialized_start=276
+  _globals['_GETSCOPEREQUEST']._serialized_end=333
+  _globals['_SCOPESTATE']._serialized_start=335
+  _globals['_SCOPESTATE']._serialized_end=425
+  _globals['_ADMINSERVICE']._serialized_start=428
+  _globals['_ADMINSERVICE']._serialized_end=681
 # @@protoc_insertion_point(module_scope)

@@ -8,14 +8,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class EnableScopeRequest(_message.Message):
-    __slots__ = ("scope", "tools", "confirmation_required")
+    __slots__ = ("scope", "tools", "confirmation_required", "language")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     CONFIRMATION_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     scope: _common_pb2.Scope
     tools: _containers.RepeatedScalarFieldContainer[str]
     confirmation_required: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., tools: _Optional[_Iterable[str]] = ..., confirmation_required: _Optional[_Iterable[str]] = ...) -> None: ...
+    language: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., tools: _Optional[_Iterable[str]] = ..., confirmation_required: _Optional[_Iterable[str]] = ..., language: _Optional[str] = ...) -> None: ...
 
 class DisableScopeRequest(_message.Message):
     __slots__ = ("scope",)

@@ -23,6 +23,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from engram_core.background import cancel_and_wait
+
 SUCCESS, FAILURE = "SUCCESS", "FAILURE"
 # How often a waiter reads its key itself: rarely while the listener is subscribed (a safety
 # net only), often while it is not (then polling is the only signal).
@@ -75,13 +77,8 @@ class ResultListener:
             self._task = asyncio.create_task(self._listen(), name="decision-results")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self._subscribed.clear()
 
     async def wait_until_subscribed(self, timeout: float) -> bool:

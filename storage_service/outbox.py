@@ -23,6 +23,7 @@ from typing import Any
 
 from celery import Celery
 
+from engram_core.background import cancel_and_wait
 from engram_core.ids import b32
 from engram_core.taskq import DECIDE_ADMISSION, decision_task_id
 from storage_service.store import Scope, Session, Store
@@ -119,12 +120,7 @@ class Relay:
         self._task = asyncio.create_task(self._run(), name="outbox-relay")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         while True:

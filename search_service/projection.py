@@ -18,6 +18,7 @@ import grpc
 
 from engram_api.common.v1 import common_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
+from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import error_from_rpc
 from engram_core.timefmt import parse_instant
 from search_service.analyzer import DEFAULT_LANGUAGE
@@ -110,12 +111,20 @@ class Projections:
                 return
 
     async def _fetch(self, scope: common_pb2.Scope, projection: ScopeProjection, ids: dict[str, int]) -> None:
-        reply = await self._call(
-            self._storage.FetchRecords, storage_pb2.FetchRecordsRequest(scope=scope, record_ids=list(ids))
-        )
-        for item in reply.records:
-            if item.state == ACCEPTED and item.record_json:
-                projection.add(json.loads(item.record_json), ids[item.record_id])
+        """Fetch and index ``ids`` (record id → accepted cursor); storage answers at most 4 MiB
+        per reply and defers the rest, which is asked for again until none is left."""
+        wanted = list(ids)
+        while wanted:
+            reply = await self._call(
+                self._storage.FetchRecords, storage_pb2.FetchRecordsRequest(scope=scope, record_ids=wanted)
+            )
+            for item in reply.records:
+                if item.state == ACCEPTED and item.record_json:
+                    projection.add(json.loads(item.record_json), ids[item.record_id])
+            deferred = list(reply.deferred_ids)
+            if len(deferred) >= len(wanted):
+                raise EngramError(Code.PROJECTION_STALE)  # no progress: never loop forever
+            wanted = deferred
 
     async def _call(self, method: Any, request: Any) -> Any:
         try:

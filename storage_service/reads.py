@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from engram_core.canonical import canonicalize
 from engram_core.errors import Code, EngramError
 from engram_core.timefmt import now_ms
 from storage_service import journal
@@ -22,6 +23,18 @@ from storage_service.vault import RECORD
 
 MAX_FETCH = 1000
 MAX_JOURNAL_BATCH = 1000
+# Bytes of record JSON in one FetchRecords reply (well below the 16 MiB gRPC message limit):
+# the ids beyond it are answered as deferred, and the caller asks for them again.
+MAX_FETCH_REPLY_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """``records``: ``(record_id, state, canonical record JSON or b"")`` per found id of the
+    scope (content only for ``accepted_current``); ``deferred``: ids left for the next call."""
+
+    records: list[tuple[str, str, bytes]]
+    deferred: list[str]
 
 
 @dataclass(frozen=True)
@@ -47,16 +60,31 @@ class Reads:
             raise EngramError(Code.NOT_FOUND)
         return ReadRecord(await self._open(scope, doc), now, head)
 
-    async def fetch(self, scope: Scope, record_ids: list[str]) -> list[tuple[str, str, dict[str, Any] | None]]:
-        """``(record_id, state, record or None)`` for each id of the scope; content only for
-        ``accepted_current`` records."""
+    async def fetch(self, scope: Scope, record_ids: list[str], max_bytes: int = MAX_FETCH_REPLY_BYTES) -> Fetched:
+        """The records of ``record_ids`` in request order, up to ``max_bytes`` of record JSON
+        (at least one record per reply); two queries per call (records, then their data keys)."""
         if len(record_ids) > MAX_FETCH:
             raise EngramError(Code.INVALID_SCHEMA)
-        out: list[tuple[str, str, dict[str, Any] | None]] = []
-        async for doc in self._d.store.records.find({"_id": {"$in": list(record_ids)}, "scope": scope.key}):
-            record = await self._open(scope, doc) if doc["state"] == ACCEPTED_CURRENT else None
-            out.append((doc["_id"], doc["state"], record))
-        return out
+        docs = {doc["_id"]: doc async for doc in self._d.store.records.find(
+            {"_id": {"$in": list(record_ids)}, "scope": scope.key})}
+        accepted = [rid for rid in record_ids if rid in docs and docs[rid]["state"] == ACCEPTED_CURRENT]
+        keys = await self._d.vault.key_docs(scope, accepted)
+        out: list[tuple[str, str, bytes]] = []
+        size = 0
+        for position, rid in enumerate(record_ids):
+            doc = docs.get(rid)
+            if doc is None:
+                continue
+            body = b""
+            if doc["state"] == ACCEPTED_CURRENT:
+                plaintext = self._d.vault.open_with_key(scope, rid, RECORD, doc.get("blob") or {}, keys.get(rid))
+                content = json.loads(plaintext)
+                body = canonicalize(projection(content, trust=doc["trust"], recorded_at=doc["recorded_at"]))
+            if out and size + len(body) > max_bytes:
+                return Fetched(out, list(record_ids[position:]))
+            out.append((rid, doc["state"], body))
+            size += len(body)
+        return Fetched(out, [])
 
     async def journal(self, scope: Scope, after: int, limit: int) -> tuple[list[dict[str, Any]], int]:
         limit = max(1, min(limit or MAX_JOURNAL_BATCH, MAX_JOURNAL_BATCH))

@@ -138,10 +138,9 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     async def FetchRecords(self, request: storage_pb2.FetchRecordsRequest, context: grpc.aio.ServicerContext) -> storage_pb2.FetchRecordsResponse:
         found = await self._reads.fetch(scope_of(request.scope), list(request.record_ids))
         return storage_pb2.FetchRecordsResponse(
-            records=[
-                storage_pb2.IndexableRecord(record_id=rid, state=state, record_json=canonicalize(rec) if rec else b"")
-                for rid, state, rec in found
-            ]
+            records=[storage_pb2.IndexableRecord(record_id=rid, state=state, record_json=body)
+                     for rid, state, body in found.records],
+            deferred_ids=found.deferred,
         )
 
     async def _outbox_row(self, outbox_id: str) -> dict[str, Any]:

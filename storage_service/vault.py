@@ -43,6 +43,22 @@ class Vault:
                    session: Session | None = None) -> bytes:
         """Decrypt an object; BLOB_MISSING when its key was destroyed or does not open it."""
         key_doc = await self._store.data_keys.find_one({"_id": object_id, "scope": scope.key}, session=session)
+        return self._open_with(scope, object_id, kind, blob_doc, key_doc)
+
+    async def key_docs(self, scope: Scope, object_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The data-key documents of many objects of one scope, in one query (by ``_id``)."""
+        if not object_ids:
+            return {}
+        cursor = self._store.data_keys.find({"_id": {"$in": object_ids}, "scope": scope.key})
+        return {doc["_id"]: doc async for doc in cursor}
+
+    def open_with_key(self, scope: Scope, object_id: str, kind: str, blob_doc: dict[str, Any],
+                      key_doc: dict[str, Any] | None) -> bytes:
+        """Decrypt with a key document read beforehand (see :meth:`key_docs`)."""
+        return self._open_with(scope, object_id, kind, blob_doc, key_doc)
+
+    def _open_with(self, scope: Scope, object_id: str, kind: str, blob_doc: dict[str, Any],
+                   key_doc: dict[str, Any] | None) -> bytes:
         if key_doc is None or "wrapped" not in key_doc or not blob_doc:
             raise EngramError(Code.BLOB_MISSING)
         aad = aad_for(scope.tenant, scope.workspace, object_id, kind)

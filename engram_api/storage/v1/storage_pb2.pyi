@@ -192,10 +192,12 @@ class IndexableRecord(_message.Message):
     def __init__(self, record_id: _Optional[str] = ..., state: _Optional[str] = ..., record_json: _Optional[bytes] = ...) -> None: ...
 
 class FetchRecordsResponse(_message.Message):
-    __slots__ = ("records",)
+    __slots__ = ("records", "deferred_ids")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_IDS_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[IndexableRecord]
-    def __init__(self, records: _Optional[_Iterable[_Union[IndexableRecord, _Mapping]]] = ...) -> None: ...
+    deferred_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, records: _Optional[_Iterable[_Union[IndexableRecord, _Mapping]]] = ..., deferred_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DestroyKeyRequest(_message.Message):
     __slots__ = ("outbox_id",)

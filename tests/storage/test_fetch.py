@@ -1,0 +1,68 @@
+"""FetchRecords, the search projection's read: bounded by bytes per reply with the rest deferred
+(a catch-up batch of large records must never exceed the gRPC message limit), request order,
+one data-key query per call; and the search projection collects every deferred record."""
+
+from __future__ import annotations
+
+import json
+
+from engram_api.storage.v1 import storage_pb2
+from search_service.projection import Projections
+from storage_service.reads import MAX_FETCH_REPLY_BYTES
+from tests.storage.helpers import Storage, Who, admit, capture, enable
+
+BIG_TEXT_BYTES = 900 * 1024
+BIG_RECORDS = 20  # ~18 MiB of records: more than one 16 MiB gRPC message
+
+
+async def admitted(storage: Storage, who: Who, texts: list[str]) -> list[str]:
+    ids = []
+    for text in texts:
+        candidate_id = (await capture(storage, who, text))["candidate_id"]
+        ids.append((await admit(storage, who, candidate_id))["record_id"])
+    return ids
+
+
+async def test_replies_stay_within_the_byte_budget_and_defer_the_rest(storage: Storage) -> None:
+    who = Who()
+    await enable(storage, who)
+    texts = [f"Record {i} " + ("lorem ipsum dolor " * (BIG_TEXT_BYTES // 18)) for i in range(BIG_RECORDS)]
+    ids = await admitted(storage, who, texts)
+    wanted, seen, replies = list(reversed(ids)), [], 0
+    while wanted:
+        reply = await storage.stub.FetchRecords(storage_pb2.FetchRecordsRequest(scope=who.scope, record_ids=wanted))
+        replies += 1
+        size = sum(len(item.record_json) for item in reply.records)
+        assert reply.records and (size <= MAX_FETCH_REPLY_BYTES or len(reply.records) == 1)
+        got = [item.record_id for item in reply.records]
+        assert got == wanted[:len(got)]  # request order, a prefix of what was asked
+        assert list(reply.deferred_ids) == wanted[len(got):]
+        assert all(item.state == "accepted_current" for item in reply.records)
+        seen += got
+        wanted = list(reply.deferred_ids)
+    assert seen == list(reversed(ids)) and replies >= 4  # 18 MiB in replies of at most 4 MiB
+    assert json.loads(reply.records[-1].record_json)["components"][0]["text"] == texts[0]
+
+
+async def test_small_batches_come_whole_and_unknown_ids_are_left_out(storage: Storage) -> None:
+    who, other = Who(), Who()
+    await enable(storage, who)
+    await enable(storage, other)
+    ids = await admitted(storage, who, [f"Small fact number {i}." for i in range(3)])
+    foreign = (await admitted(storage, other, ["Another scope's fact."]))[0]
+    unknown = "mem_" + "a" * 52
+    reply = await storage.stub.FetchRecords(storage_pb2.FetchRecordsRequest(
+        scope=who.scope, record_ids=[ids[2], unknown, foreign, ids[0], ids[1]]))
+    assert [item.record_id for item in reply.records] == [ids[2], ids[0], ids[1]]
+    assert list(reply.deferred_ids) == []
+
+
+async def test_the_search_projection_collects_deferred_records(storage: Storage) -> None:
+    who = Who()
+    await enable(storage, who)
+    texts = [f"Harbour log {i} " + ("tide and current " * (BIG_TEXT_BYTES // 17)) for i in range(BIG_RECORDS)]
+    ids = await admitted(storage, who, texts)
+    projections = Projections(storage.stub, 30.0)
+    projection = await projections.current(who.tenant, who.workspace)
+    assert sorted(projection.records) == sorted(ids)
+    assert len(projection.index.search("harbour tide")) == BIG_RECORDS

@@ -59,6 +59,12 @@ class ScopeProjection:
         return self.index.remove(record_id)
 
 
+@dataclass(frozen=True)
+class ScopeView:
+    policy: dict[str, Any]
+    head: int
+
+
 class Projections:
     """All scopes this replica has served."""
 
@@ -70,24 +76,28 @@ class Projections:
     def peek(self, tenant: str, workspace: str) -> ScopeProjection | None:
         return self._scopes.get((tenant, workspace))
 
-    async def current(self, tenant: str, workspace: str, language: str = DEFAULT_LANGUAGE) -> ScopeProjection:
+    async def current(self, tenant: str, workspace: str, language: str = DEFAULT_LANGUAGE,
+                      head: int | None = None) -> ScopeProjection:
         """The scope's projection in the scope's search ``language``, caught up with the journal
         head. Hold ``.lock`` to read it. A language change starts a fresh projection (every
-        record is analysed anew)."""
+        record is analysed anew). ``head``: the journal head just read (with the policy); a
+        projection already there reads no journal (an idle search costs one storage call)."""
         projection = self._scopes.get((tenant, workspace))
         if projection is None or projection.index.language != language:
             projection = self._scopes[(tenant, workspace)] = ScopeProjection(LexicalIndex(language))
         async with projection.lock:
-            await self._catch_up(common_pb2.Scope(tenant=tenant, workspace=workspace), projection)
+            if head is None or projection.cursor < head:
+                await self._catch_up(common_pb2.Scope(tenant=tenant, workspace=workspace), projection)
         return projection
 
-    async def policy(self, tenant: str, workspace: str) -> dict[str, Any]:
-        """The scope's operator policy (redaction allowlist and friends)."""
+    async def policy(self, tenant: str, workspace: str) -> ScopeView:
+        """The scope's operator policy (language, redaction allowlist, …) and journal head."""
         reply = await self._call(
             self._storage.GetScopePolicy,
-            storage_pb2.GetScopePolicyRequest(scope=common_pb2.Scope(tenant=tenant, workspace=workspace)),
+            storage_pb2.GetScopePolicyRequest(scope=common_pb2.Scope(tenant=tenant, workspace=workspace),
+                                              with_head_cursor=True),
         )
-        return json.loads(reply.policy_json)
+        return ScopeView(json.loads(reply.policy_json), int(reply.head_cursor or "0"))
 
     async def _catch_up(self, scope: common_pb2.Scope, projection: ScopeProjection) -> None:
         while True:

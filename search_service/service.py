@@ -81,9 +81,10 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         request_digest = digest("rank", {"request": {k: args[k] for k in sorted(args) if k != "page_cursor"}})
         scope_d = self._codec.scope_digest(tenant, workspace)
         principal_d = self._codec.principal_digest(tenant, workspace, caller.principal)
-        scope_policy = await self._projections.policy(tenant, workspace)
-        allowlist = scope_policy.get("redaction_allowlist")
-        projection = await self._projections.current(tenant, workspace, scope_policy.get("language", DEFAULT_LANGUAGE))
+        view = await self._projections.policy(tenant, workspace)
+        allowlist = view.policy.get("redaction_allowlist")
+        projection = await self._projections.current(tenant, workspace, view.policy.get("language", DEFAULT_LANGUAGE),
+                                                     view.head)
         async with projection.lock:
             now = now_ms()
             if "page_cursor" in args:

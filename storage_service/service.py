@@ -3,6 +3,7 @@ every method is behind :func:`rpc_boundary` (one error mapping)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -16,7 +17,7 @@ from engram_core.digests import is_digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import rpc_boundary
 from engram_core.timefmt import format_instant, now_ms
-from storage_service import outbox
+from storage_service import journal, outbox
 from storage_service.admission import Admissions
 from storage_service.deps import Deps
 from storage_service.ledger import GateKey
@@ -93,8 +94,11 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
 
     @rpc_boundary
     async def GetScopePolicy(self, request: storage_pb2.GetScopePolicyRequest, context: grpc.aio.ServicerContext) -> storage_pb2.ScopePolicyResponse:
-        policy = await self._d.policies.get(scope_of(request.scope))
-        return storage_pb2.ScopePolicyResponse(policy_json=canonicalize(policy))
+        scope = scope_of(request.scope)
+        if not request.with_head_cursor:
+            return storage_pb2.ScopePolicyResponse(policy_json=canonicalize(await self._d.policies.get(scope)))
+        policy, head = await asyncio.gather(self._d.policies.get(scope), journal.head_cursor(self._d.store, scope))
+        return storage_pb2.ScopePolicyResponse(policy_json=canonicalize(policy), head_cursor=str(head))
 
     @rpc_boundary
     async def BeginAdmission(self, request: storage_pb2.BeginAdmissionRequest, context: grpc.aio.ServicerContext) -> storage_pb2.BeginAdmissionResponse:

@@ -66,3 +66,48 @@ async def test_the_search_projection_collects_deferred_records(storage: Storage)
     projection = await projections.current(who.tenant, who.workspace)
     assert sorted(projection.records) == sorted(ids)
     assert len(projection.index.search("harbour tide")) == BIG_RECORDS
+
+
+class CountingStorage:
+    """The storage stub with a count of the calls made through it, by method name."""
+
+    def __init__(self, stub: object) -> None:
+        self._stub = stub
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> object:
+        method = getattr(self._stub, name)
+
+        async def counted(*args: object, **kwargs: object) -> object:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return await method(*args, **kwargs)
+
+        return counted
+
+
+async def test_an_idle_search_reads_no_journal(storage: Storage) -> None:
+    """The policy answer carries the journal head: a projection already at the head costs one
+    storage call per search; a write makes the next one catch up."""
+    who = Who()
+    await enable(storage, who)
+    first = await admitted(storage, who, ["The pier lights switch on at dusk."])
+    counting = CountingStorage(storage.stub)
+    projections = Projections(counting, 30.0)  # type: ignore[arg-type]
+
+    async def search() -> list[str]:
+        view = await projections.policy(who.tenant, who.workspace)
+        projection = await projections.current(who.tenant, who.workspace, view.policy["language"], view.head)
+        return sorted(projection.records)
+
+    assert await search() == first
+    built = dict(counting.calls)
+    assert built["ReadJournal"] >= 1 and built["FetchRecords"] == 1
+    for _ in range(3):
+        assert await search() == first
+    assert counting.calls["ReadJournal"] == built["ReadJournal"]  # idle: no journal read
+    assert counting.calls["GetScopePolicy"] == built["GetScopePolicy"] + 3
+    second = await admitted(storage, who, ["The pier lights switch off at dawn."])
+    assert await search() == sorted(first + second)
+    assert counting.calls["ReadJournal"] > built["ReadJournal"]
+    head = (await projections.policy(who.tenant, who.workspace)).head
+    assert head == (await projections.current(who.tenant, who.workspace)).cursor

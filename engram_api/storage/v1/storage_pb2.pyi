@@ -68,16 +68,20 @@ class GetRecordResponse(_message.Message):
     def __init__(self, record_json: _Optional[bytes] = ..., record_digest: _Optional[str] = ..., valid_as_of_ms: _Optional[int] = ..., system_as_of: _Optional[str] = ..., validated_through_cursor: _Optional[str] = ...) -> None: ...
 
 class GetScopePolicyRequest(_message.Message):
-    __slots__ = ("scope",)
+    __slots__ = ("scope", "with_head_cursor")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
+    WITH_HEAD_CURSOR_FIELD_NUMBER: _ClassVar[int]
     scope: _common_pb2.Scope
-    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ...) -> None: ...
+    with_head_cursor: bool
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., with_head_cursor: _Optional[bool] = ...) -> None: ...
 
 class ScopePolicyResponse(_message.Message):
-    __slots__ = ("policy_json",)
+    __slots__ = ("policy_json", "head_cursor")
     POLICY_JSON_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CURSOR_FIELD_NUMBER: _ClassVar[int]
     policy_json: bytes
-    def __init__(self, policy_json: _Optional[bytes] = ...) -> None: ...
+    head_cursor: str
+    def __init__(self, policy_json: _Optional[bytes] = ..., head_cursor: _Optional[str] = ...) -> None: ...
 
 class BeginAdmissionRequest(_message.Message):
     __slots__ = ("caller", "candidate_id", "idempotency_key", "operation_digest")

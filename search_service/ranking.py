@@ -109,15 +109,19 @@ def rank(
             raw[doc_id] = raw.get(doc_id, 0.0) + 1.0 / (RRF_K + position)
     scale = (RRF_K + 1) / len(channels)
     keyed: list[tuple[float, float, str, float]] = []
+    # round_score inlined (the same IEEE operations): every value here is in [0, 1] by
+    # construction, and this loop runs once per hit.
+    floor = math.floor
     for doc_id, total in raw.items():
         meta = metas[doc_id]
-        fused = round_score(min(1.0, total * scale))
-        fresh = round_score(recency(meta, now_ms))
-        score = round_score(FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh)
+        fused = floor(min(1.0, total * scale) * _SCALE + 0.5) / _SCALE
+        fresh = floor(0.5 ** (max(0, now_ms - meta.valid_from_ms) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
+        score = floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
         keyed.append((-score, -fresh, meta.record_id, fused))
     keyed.sort()
+    make = tuple.__new__
     return [
-        RankedHit(record_id, -neg_score, i, fused, -neg_fresh)
+        make(RankedHit, (record_id, -neg_score, i, fused, -neg_fresh))
         for i, (neg_score, neg_fresh, record_id, fused) in enumerate(keyed, start=1)
     ]
 

@@ -161,6 +161,31 @@ def test_scores_are_rounded_finite_and_bounded():
     assert keys == sorted(keys)
 
 
+def test_rank_matches_the_formula_through_the_public_helpers():
+    """rank() inlines the rounding for speed: every value equals the one round_score and
+    recency give, and hits are RankedHit tuples."""
+    import random
+
+    rng = random.Random(5)
+    ids = [f"mem_{i:04d}" for i in range(500)]
+    metas = {i: DocMeta(i, NOW - rng.randint(-10, 400) * 3_600_000) for i in ids}
+    lexical = [(i, rng.random() * 50) for i in ids if rng.random() < 0.8]
+    for semantic in (None, [(i, rng.random()) for i in ids if rng.random() < 0.5]):
+        channels = [lexical] if semantic is None else [lexical, semantic]
+        raw: dict[str, float] = {}
+        for hits in channels:
+            eligible = sorted((h for h in hits if is_eligible(metas[h[0]], NOW)), key=lambda h: (-h[1], h[0]))
+            for position, (doc_id, _) in enumerate(eligible, start=1):
+                raw[doc_id] = raw.get(doc_id, 0.0) + 1.0 / (60 + position)
+        ranked = rank(lexical, semantic, metas, NOW)
+        assert {h.record_id for h in ranked} == set(raw)
+        for h in ranked:
+            assert isinstance(h, RankedHit)
+            assert h.fused == round_score(min(1.0, raw[h.record_id] * 61 / len(channels)))
+            assert h.recency == round_score(recency(metas[h.record_id], NOW))
+            assert h.score == round_score(0.95 * h.fused + 0.05 * h.recency)
+
+
 def test_round_score():
     assert round_score(0.1234567890123456) == 0.123456789012
     assert round_score(0.0000000000015) == 0.000000000002

@@ -105,7 +105,6 @@ class ResultListener:
                     elif message["type"] == "pmessage":
                         self._deliver(message["channel"], message["data"])
             except (RedisError, OSError) as exc:
-                self._subscribed.clear()
                 delay = RECONNECT_BACKOFF_S[min(failures, len(RECONNECT_BACKOFF_S) - 1)]
                 if failures == 0:
                     log.warning("decision results not subscribed: %s; waiters poll meanwhile", type(exc).__name__)

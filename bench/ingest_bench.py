@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import cpu_seconds, percentiles, rss_mib, versions  # noqa: E402
 from engram_cli.datastores import free_port  # noqa: E402
-from pymongo import MongoClient  # noqa: E402
 from engram_cli.spawn import SpawnedStack, spawn_up  # noqa: E402
 from engram_hostkit import HostFile  # noqa: E402
 from engram_hostkit.client import EngramClient  # noqa: E402
 from engram_hostkit.examples import make_capture_args, make_search_args  # noqa: E402
+from pymongo import MongoClient  # noqa: E402
 
 PURPOSE = "purpose:bench"
 WORDS = ("grpc protobuf mongo redis celery journal cursor digest ledger outbox tenant scope admission "
@@ -151,7 +151,7 @@ def tenth_rates(done_at: list[float]) -> list[float]:
     return rates
 
 
-def memory_figures(stack: SpawnedStack, records: int) -> dict[str, Any]:
+def memory_figures(stack: SpawnedStack) -> dict[str, Any]:
     pids = stack.pids()
     rss = {name: rss_mib(pid) for name, pid in pids.items()}
     mongo_dir = stack.state_dir / "mongo"
@@ -167,7 +167,7 @@ def run_one(records: int, concurrency: int, searchable_every: int, progress: boo
         env.pop("ENGRAM_MONGO_URL", None)
         stack = spawn_up(Path(tmp) / "engram", free_port(), env)
         try:
-            before = memory_figures(stack, records)
+            before = memory_figures(stack)
             host = HostFile.load(str(stack.host_file))
             load = Load(records)
             tag = uuid.uuid4().hex[:6]
@@ -177,7 +177,7 @@ def run_one(records: int, concurrency: int, searchable_every: int, progress: boo
                     return await ingest(memory, load, concurrency, searchable_every, tag, progress)
 
             wall = asyncio.run(drive())
-            after = memory_figures(stack, records)
+            after = memory_figures(stack)
         finally:
             stack.stop()
     cap, adm, srch = percentiles(load.captures), percentiles(load.admissions), percentiles(load.searchable)

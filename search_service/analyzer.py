@@ -12,16 +12,15 @@ language's Snowball stemmer (PyStemmer, the C build of the Snowball algorithms).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
-from collections.abc import Mapping
 
 import Stemmer
 
-from search_service.tokenizer import TOKENIZER_DESCRIPTION, tokenize
-
 from engram_core.languages import DEFAULT_SEARCH_LANGUAGE as DEFAULT_LANGUAGE
 from engram_core.languages import SEARCH_LANGUAGES as LANGUAGES
+from search_service.tokenizer import TOKENIZER_DESCRIPTION, tokenize
 
 _SNOWBALL = {"en": "english", "de": "german"}
 

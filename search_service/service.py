@@ -17,9 +17,9 @@ from engram_core.digests import digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import rpc_boundary
 from engram_core.timefmt import format_instant, now_ms
+from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.budget import CURSOR_FIELD, DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets
 from search_service.cursors import MAX_TOKEN_LENGTH, CursorCodec, CursorState
-from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.projection import Projections, ScopeProjection
 from search_service.ranking import PROFILE, RankedHit, rank
 from engram_core.redaction import project

@@ -1,10 +1,11 @@
 """Benchmark of the in-memory search library (tokenizer, BM25 index, ranking, page budget).
 
-    python bench/search_bench.py --n 1000 --n 10000 --queries 500
+    python bench/search_bench.py --n 1000 --n 10000 --n 100000 --queries 500
 
-Builds one scope index of N synthetic records per size, runs M queries through the whole
-library path (lexical search over the scope, hybrid ranking, redaction and budgeting of one
-page of 10 packets), and prints latency percentiles, throughput and the index's memory cost.
+Builds one scope projection of N synthetic records per size, runs M queries through the whole
+library path the service runs (lexical scores over the scope, the exact top of the pinned
+list, its ordered-ids digest, redaction and budgeting of one page of 10 packets), and prints
+latency percentiles, throughput and the projection's memory cost.
 No gRPC, no I/O: this measures the library the search service wraps.
 """
 
@@ -27,8 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from search_service.budget import DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets  # noqa: E402
 from search_service.cursors import MAX_TOKEN_LENGTH  # noqa: E402
-from search_service.lexical import LexicalIndex, fields_of  # noqa: E402
-from search_service.ranking import DocMeta, rank  # noqa: E402
+from engram_core.digests import digest  # noqa: E402
+from search_service.projection import ScopeProjection  # noqa: E402
+from search_service.service import DEFAULT_PINNED_HITS as PINNED_HITS  # noqa: E402
+from search_service.topk import top_k  # noqa: E402
 from engram_core.redaction import project  # noqa: E402
 
 DAY_MS = 86_400_000
@@ -89,20 +92,21 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def build_index(records: list[dict]) -> LexicalIndex:
-    index = LexicalIndex()
+def build_index(records: list[dict]) -> ScopeProjection:
+    projection = ScopeProjection()
     for rec in records:
-        index.add(rec["record_id"], fields_of(rec),
-                  DocMeta(rec["record_id"], rec["valid_time"]["t"]))
-    return index
+        projection.add(rec, cursor=1)
+    return projection
 
 
-def search_page(index: LexicalIndex, by_id: dict[str, dict], query: str) -> tuple[float, int]:
-    """One query through the library; returns (lexical seconds, hits)."""
+def search_page(projection: ScopeProjection, by_id: dict[str, dict], query: str) -> tuple[float, int]:
+    """One query through the library as the service runs it; returns (lexical seconds, hits)."""
     t0 = time.perf_counter()
-    lexical = index.search(query)
+    scores = projection.scores(query)
     t1 = time.perf_counter()
-    ranked = rank(lexical, None, index.metas(), NOW_MS)
+    top = top_k(scores, projection.table, NOW_MS, 1, PINNED_HITS)
+    ranked = top.hits
+    digest("rank", {"ordered_ids": [hit.record_id for hit in ranked]})
     packets = []
     for hit in ranked[:PAGE_LIMIT]:
         packet = project(by_id[hit.record_id])
@@ -113,7 +117,7 @@ def search_page(index: LexicalIndex, by_id: dict[str, dict], query: str) -> tupl
                 "response_digest": DIGEST_PLACEHOLDER,
                 "next_page_cursor": cursor_placeholder(MAX_TOKEN_LENGTH)}
     fit_packets(skeleton, packets, MAX_PACKET_BYTES, PAGE_LIMIT, len(ranked) > PAGE_LIMIT)
-    return t1 - t0, len(ranked)
+    return t1 - t0, top.candidates
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -165,6 +169,9 @@ def run(n: int, queries: int, seed: int, trace: bool, freeze: bool) -> dict:
         "build_s": round(build_s, 3),
         "docs_per_s": round(n / build_s),
         "rss_delta_mb": round(rss_delta / 2**20, 1),
+        "rss_per_record_b": round(rss_delta / n),
+        "text_per_record_b": round(sum(len(json.dumps(r)) for r in records) / n),
+        "index_buffers_per_record_b": round((index.index.nbytes() + index.table.nbytes()) / n),
         "traced_mb": None if traced is None else round(traced / 2**20, 1),
         "median_hits": statistics.median(hit_counts),
         "page_ms": {q: round(percentile(totals, p) * 1000, 3)
@@ -194,10 +201,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python {result['python']}  N={n}  queries={result['queries']}  "
               f"median hits/query={result['median_hits']}  gc.freeze={result['gc_freeze']}")
         print(f"  build {result['build_s']} s ({result['docs_per_s']} docs/s), "
-              f"RSS delta {result['rss_delta_mb']} MB"
+              f"RSS delta {result['rss_delta_mb']} MB ({result['rss_per_record_b']} B/record beside "
+              f"{result['text_per_record_b']} B of record JSON; numeric buffers "
+              f"{result['index_buffers_per_record_b']} B/record)"
               + ("" if result["traced_mb"] is None else f", traced {result['traced_mb']} MB"))
         page, lex = result["page_ms"], result["lexical_ms"]
-        print(f"  page (search+rank+10 packets) ms p50 {page['p50']} p95 {page['p95']} "
+        print(f"  page (score+top-{PINNED_HITS}+ids digest+10 packets) ms p50 {page['p50']} p95 {page['p95']} "
               f"p99 {page['p99']}; {result['qps']} queries/s")
         print(f"  lexical search alone ms p50 {lex['p50']} p95 {lex['p95']} p99 {lex['p99']}",
               flush=True)

@@ -1,22 +1,33 @@
 """The in-memory lexical channel of profile ``engram-hybrid/v2``: BM25 over weighted fields,
 each field indexed twice (exact and Snowball-stemmed tokens, SPEC §9).
 
-One :class:`LexicalIndex` holds one scope, analysed in the scope's language. Postings are
-maintained incrementally: ``add`` and ``remove`` cost O(tokens of the document); statistics are
-kept as integer sums, so an index built by any sequence of adds and removes scores exactly
-(bit for bit) like one built fresh from the surviving documents. :class:`Index` is the seam
-for another engine.
+One :class:`LexicalIndex` holds one scope, analysed in the scope's language, over the slot
+numbers of the scope's :class:`~search_service.doctable.DocTable`. Each (copy, field) keeps a
+posting list per term as one growable C array of ``(slot, tf)`` int32 pairs; a query scores
+them with vectorised numpy arithmetic into a dense vector over the slots. The element-wise
+operations are the same IEEE-754 binary64 operations, in the same order per document, as the
+formula in docs/ranking.md, so scores are bit for bit those of a scalar implementation.
+
+``add`` costs O(tokens of the document); ``remove`` re-analyses the document's fields (the
+caller hands them again: the index keeps no text) to take it out of the statistics (kept as integer sums, so an index built by any sequence of adds
+and removes scores exactly like one built fresh from the survivors) and leaves its postings in
+place, masked by the table's ``alive`` column, until :meth:`LexicalIndex.remap` drops them when
+the table compacts. :class:`Index` is the seam for another engine.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+from array import array
 from collections import Counter
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+import numpy.typing as npt
+
 from search_service.analyzer import DEFAULT_LANGUAGE, Analyzer, analyzer_for
-from search_service.ranking import DocMeta
 
 FIELDS = ("primary", "decision", "evidence", "context", "citations")
 FIELD_WEIGHTS: Mapping[str, float] = {
@@ -32,12 +43,13 @@ COPY_WEIGHTS: Mapping[str, float] = {"exact": 1.0, "stemmed": 1.0}
 K1 = 1.2
 B = 0.75
 _KINDS = ("decision", "evidence", "context")
-# (copy, field) slots, copy-major: slot = copy * len(FIELDS) + field.
-_SLOTS = tuple((c, f) for c in range(len(COPIES)) for f in range(len(FIELDS)))
-_SLOT_WEIGHTS = tuple(COPY_WEIGHTS[COPIES[c]] * FIELD_WEIGHTS[FIELDS[f]] for c, f in _SLOTS)
+# (copy, field) lanes, copy-major: lane = copy * len(FIELDS) + field.
+_LANES = tuple((c, f) for c in range(len(COPIES)) for f in range(len(FIELDS)))
+_LANE_WEIGHTS = tuple(COPY_WEIGHTS[COPIES[c]] * FIELD_WEIGHTS[FIELDS[f]] for c, f in _LANES)
+_INITIAL = 1024
 
 _ENGINE_CONFIG: Mapping[str, object] = {
-    "engine": "engram-bm25f/py-2",
+    "engine": "engram-bm25f/np-3",
     "fields": list(FIELDS),
     "field_weights": dict(FIELD_WEIGHTS),
     "copies": list(COPIES),
@@ -59,6 +71,8 @@ _ENGINE_CONFIG: Mapping[str, object] = {
     "len_cf = tokens of field f's copy c in the document, avglen_cf = tokens of that field copy in all "
     "documents / N",
     "matching": "every document containing at least one query term in any field copy; never truncated",
+    "arithmetic": "IEEE-754 binary64; per document, parts added in lane order (copy-major: exact then "
+    "stemmed; fields in the order above), then query terms in code-point order",
 }
 
 
@@ -96,45 +110,50 @@ def fields_of(record: Mapping[str, object]) -> dict[str, str]:
     return fields
 
 
+FloatArray = npt.NDArray[np.float64]
+
+
 @runtime_checkable
 class Index(Protocol):
-    """What the search service needs from a per-scope lexical engine."""
+    """What the search service needs from a per-scope lexical engine over table slots."""
+
+    @property
+    def language(self) -> str: ...
 
     def profile_config(self) -> Mapping[str, object]: ...
 
-    def add(self, doc_id: str, fields: Mapping[str, str], meta: DocMeta) -> None: ...
+    def add(self, slot: int, fields: Mapping[str, str]) -> None: ...
 
-    def remove(self, doc_id: str) -> bool: ...
+    def remove(self, slot: int, fields: Mapping[str, str]) -> bool: ...
 
     def __len__(self) -> int: ...
 
-    def __contains__(self, doc_id: object) -> bool: ...
+    def scores(self, query: str, size: int) -> FloatArray: ...
 
-    def meta(self, doc_id: str) -> DocMeta | None: ...
+    def remap(self, remap: npt.NDArray[np.int64], size: int) -> None: ...
 
-    def metas(self) -> Mapping[str, DocMeta]: ...
-
-    def search(self, query: str) -> list[tuple[str, float]]: ...
+    def nbytes(self) -> int: ...
 
 
 class LexicalIndex:
     """BM25 over the five weighted fields in two copies, one instance per scope. Not
-    thread-safe."""
+    thread-safe: one writer or one reader at a time (the projection's lock)."""
 
-    __slots__ = ("_analyzer", "_config", "_postings", "_lengths", "_total_lengths", "_df", "_terms", "_metas")
+    __slots__ = ("_analyzer", "_config", "_postings", "_lengths", "_total_lengths", "_df", "_indexed", "_live")
 
     def __init__(self, language: str = DEFAULT_LANGUAGE) -> None:
         self._analyzer: Analyzer = analyzer_for(language)
         self._config = lexical_profile_config(language)
-        # _postings[slot][term][doc_id] = tf of term in that (copy, field) of doc_id
-        self._postings: tuple[dict[str, dict[str, int]], ...] = tuple({} for _ in _SLOTS)
-        # _lengths[slot][doc_id] = token count of that field copy (only when non-empty)
-        self._lengths: tuple[dict[str, int], ...] = tuple({} for _ in _SLOTS)
-        self._total_lengths = [0] * len(_SLOTS)
-        # _df[copy][term] = documents with the term in any field of that copy
+        # _postings[lane][term] = array('i') of (slot, tf) pairs, slots ascending
+        self._postings: tuple[dict[str, array[int]], ...] = tuple({} for _ in _LANES)
+        # _lengths[lane, slot] = token count of that field copy of the document
+        self._lengths = np.zeros((len(_LANES), _INITIAL), np.int32)
+        self._total_lengths = [0] * len(_LANES)
+        # _df[copy][term] = live documents with the term in any field of that copy
         self._df: tuple[dict[str, int], ...] = tuple({} for _ in COPIES)
-        self._terms: dict[str, tuple[tuple[str, ...], ...]] = {}
-        self._metas: dict[str, DocMeta] = {}
+        # _indexed[slot] = 1 while the slot's document is in the statistics
+        self._indexed = bytearray()
+        self._live = 0
 
     @property
     def language(self) -> str:
@@ -145,67 +164,70 @@ class LexicalIndex:
         return self._config
 
     def __len__(self) -> int:
-        return len(self._metas)
+        return self._live
 
-    def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._metas
+    def __contains__(self, slot: object) -> bool:
+        return isinstance(slot, int) and 0 <= slot < len(self._indexed) and self._indexed[slot] == 1
 
-    def meta(self, doc_id: str) -> DocMeta | None:
-        return self._metas.get(doc_id)
-
-    def metas(self) -> Mapping[str, DocMeta]:
-        """All indexed documents' metadata by doc id (a live read-only view; do not mutate)."""
-        return self._metas
-
-    def _copies(self, text: str) -> tuple[list[str], list[str]]:
-        exact = self._analyzer.exact(text)
-        return exact, self._analyzer.stemmed(exact)
-
-    def add(self, doc_id: str, fields: Mapping[str, str], meta: DocMeta) -> None:
-        """Index a document; an existing ``doc_id`` is replaced. Missing fields are empty."""
-        unknown = set(fields) - set(FIELDS)
-        if unknown:
+    def _analyse(self, fields: Mapping[str, str]) -> list[Counter[str]]:
+        """Term counts per lane."""
+        if set(fields) - set(FIELDS):
             raise ValueError("unknown search field")
-        if doc_id in self._metas:
-            self.remove(doc_id)
-        analysed = [self._copies(fields.get(name, "")) for name in FIELDS]
+        counts: list[Counter[str]] = [Counter() for _ in _LANES]
+        for f, name in enumerate(FIELDS):
+            exact = self._analyzer.exact(fields.get(name, ""))
+            counts[f] = Counter(exact)
+            if exact and self._analyzer.stems:
+                counts[len(FIELDS) + f] = Counter(self._analyzer.stemmed(exact))
+        return counts
+
+    def add(self, slot: int, fields: Mapping[str, str]) -> None:
+        """Index the document of a new table slot. Missing fields are empty."""
+        if slot in self:
+            raise ValueError("slot already indexed")
+        lanes = self._analyse(fields)
+        if slot >= self._lengths.shape[1]:
+            grown = np.zeros((len(_LANES), max(2 * self._lengths.shape[1], slot + 1)), np.int32)
+            grown[:, : self._lengths.shape[1]] = self._lengths
+            self._lengths = grown
         seen: tuple[set[str], ...] = tuple(set() for _ in COPIES)
-        terms: list[tuple[str, ...]] = []
-        for slot, (c, f) in enumerate(_SLOTS):
-            tokens = analysed[f][c]
-            counts = Counter(tokens)
-            postings = self._postings[slot]
+        intern = sys.intern
+        for lane, counts in enumerate(lanes):
+            if not counts:
+                continue
+            postings = self._postings[lane]
             for term, tf in counts.items():
-                postings.setdefault(term, {})[doc_id] = tf
-            if tokens:
-                self._lengths[slot][doc_id] = len(tokens)
-                self._total_lengths[slot] += len(tokens)
-            seen[c].update(counts)
-            terms.append(tuple(counts))
+                pairs = postings.get(term)
+                if pairs is None:
+                    pairs = postings[intern(term)] = array("i")
+                pairs.append(slot)
+                pairs.append(tf)
+            length = sum(counts.values())
+            self._lengths[lane, slot] = length
+            self._total_lengths[lane] += length
+            seen[_LANES[lane][0]].update(counts)
         for c, copy_terms in enumerate(seen):
             df = self._df[c]
             for term in copy_terms:
                 df[term] = df.get(term, 0) + 1
-        self._terms[doc_id] = tuple(terms)
-        self._metas[doc_id] = meta
+        if slot >= len(self._indexed):
+            self._indexed.extend(bytes(max(len(self._indexed), slot + 1 - len(self._indexed))))
+        self._indexed[slot] = 1
+        self._live += 1
 
-    def remove(self, doc_id: str) -> bool:
-        """Drop a document; returns whether it was indexed (unknown ids are a no-op)."""
-        terms = self._terms.pop(doc_id, None)
-        if terms is None:
+    def remove(self, slot: int, fields: Mapping[str, str]) -> bool:
+        """Take a document out of the statistics; ``fields`` must be the ones it was added
+        with. Returns whether it was indexed. Its postings stay (the caller masks dead slots)
+        until :meth:`remap`."""
+        if slot not in self:
             return False
-        del self._metas[doc_id]
+        lanes = self._analyse(fields)
+        self._indexed[slot] = 0
+        self._live -= 1
         seen: tuple[set[str], ...] = tuple(set() for _ in COPIES)
-        for slot, slot_terms in enumerate(terms):
-            postings = self._postings[slot]
-            for term in slot_terms:
-                docs = postings[term]
-                del docs[doc_id]
-                if not docs:
-                    del postings[term]
-            length = self._lengths[slot].pop(doc_id, 0)
-            self._total_lengths[slot] -= length
-            seen[_SLOTS[slot][0]].update(slot_terms)
+        for lane, counts in enumerate(lanes):
+            self._total_lengths[lane] -= sum(counts.values())
+            seen[_LANES[lane][0]].update(counts)
         for c, copy_terms in enumerate(seen):
             df_c = self._df[c]
             for term in copy_terms:
@@ -216,31 +238,71 @@ class LexicalIndex:
                     del df_c[term]
         return True
 
-    def search(self, query: str) -> list[tuple[str, float]]:
-        """Every matching document with its BM25 score, by score desc then doc_id asc."""
-        n = len(self._metas)
-        exact, stemmed = self._copies(query)
-        query_terms = (Counter(exact), Counter(stemmed))
+    def scores(self, query: str, size: int) -> FloatArray:
+        """The BM25 score of every slot ``< size`` (0.0 where nothing matches). Dead slots may
+        carry a score: mask them with the table."""
+        acc = np.zeros(size, np.float64)
+        n = self._live
+        exact = self._analyzer.exact(query)
         if n == 0 or not exact:
-            return []
-        scores: dict[str, float] = {}
+            return acc
+        stemmed = self._analyzer.stemmed(exact)
+        query_terms = (Counter(exact), Counter(stemmed))
         base = K1 * (1.0 - B)
-        for slot, (c, f) in enumerate(_SLOTS):
-            total = self._total_lengths[slot]
+        for lane, (c, f) in enumerate(_LANES):
+            total = self._total_lengths[lane]
             if not total:
                 continue
-            postings, lengths = self._postings[slot], self._lengths[slot]
+            postings, lengths = self._postings[lane], self._lengths[lane]
             slope = K1 * B * n / total
             for term in sorted(query_terms[c]):
-                docs = postings.get(term)
-                if not docs:
+                pairs = postings.get(term)
+                df = self._df[c].get(term, 0)
+                if pairs is None or not df:
                     continue
-                df = self._df[c][term]
                 idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-                factor = query_terms[c][term] * idf * _SLOT_WEIGHTS[slot] * (K1 + 1.0)
-                for doc_id, tf in docs.items():
-                    part = factor * tf / (tf + base + slope * lengths[doc_id])
-                    scores[doc_id] = scores.get(doc_id, 0.0) + part
-        hits = list(scores.items())
-        hits.sort(key=lambda hit: (-hit[1], hit[0]))
-        return hits
+                factor = query_terms[c][term] * idf * _LANE_WEIGHTS[lane] * (K1 + 1.0)
+                view = np.frombuffer(pairs, np.int32).reshape(-1, 2)
+                docs = view[:, 0]
+                if docs[-1] >= size:
+                    keep = docs < size
+                    view = view[keep]
+                    docs = view[:, 0]
+                tf = view[:, 1].astype(np.float64)
+                acc[docs] += factor * tf / (tf + base + slope * lengths[docs])
+                del view, docs
+        return acc
+
+    def remap(self, remap: npt.NDArray[np.int64], size: int) -> None:
+        """Renumber after the table compacted: ``remap[old] = new`` (-1: dead, dropped)."""
+        for postings in self._postings:
+            for term in list(postings):
+                view = np.frombuffer(postings[term], np.int32).reshape(-1, 2)
+                new = remap[view[:, 0]]
+                keep = new >= 0
+                if not keep.any():
+                    del view
+                    del postings[term]
+                    continue
+                pairs = np.empty((int(keep.sum()), 2), np.int32)
+                pairs[:, 0] = new[keep]
+                pairs[:, 1] = view[keep, 1]
+                del view
+                fresh = array("i")
+                fresh.frombytes(pairs.tobytes())
+                postings[term] = fresh
+        old = self._lengths
+        lengths = np.zeros((len(_LANES), max(_INITIAL, 2 * size)), np.int32)
+        live = np.flatnonzero(remap >= 0)
+        lengths[:, remap[live]] = old[:, live]
+        self._lengths = lengths
+        indexed = bytearray(max(_INITIAL, 2 * size))
+        for slot in np.flatnonzero(np.frombuffer(bytes(self._indexed), np.uint8)[: len(remap)]).tolist():
+            if remap[slot] >= 0:
+                indexed[int(remap[slot])] = 1
+        self._indexed = indexed
+
+    def nbytes(self) -> int:
+        """Bytes of posting buffers and length columns (not Python object overhead)."""
+        postings = sum(pairs.buffer_info()[1] * pairs.itemsize for lane in self._postings for pairs in lane.values())
+        return postings + self._lengths.nbytes + len(self._indexed)

@@ -22,23 +22,30 @@ from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import error_from_rpc
 from engram_core.timefmt import parse_instant
 from search_service.analyzer import DEFAULT_LANGUAGE
-from search_service.lexical import LexicalIndex, fields_of
+from search_service.doctable import DocTable
+from search_service.lexical import FloatArray, LexicalIndex, fields_of
 from search_service.ranking import DocMeta
 
 JOURNAL_BATCH = 1000
 ACCEPTED = "accepted_current"
 
 
+COMPACT_MIN_DEAD = 1024
+
+
 @dataclass
 class ScopeProjection:
+    """One scope's ``accepted_current`` records: the JSON (for packets), the slot table and the
+    lexical index over it. Hold ``lock`` for every read and write."""
+
     index: LexicalIndex = field(default_factory=LexicalIndex)
+    table: DocTable = field(default_factory=DocTable)
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # The journal cursor each record was accepted at (snapshot semantics for later pages).
-    accepted_at: dict[str, int] = field(default_factory=dict)
     cursor: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def add(self, record: dict[str, Any], cursor: int) -> None:
+        """Index ``record`` as accepted at journal ``cursor`` (replacing an older version)."""
         record_id = record["record_id"]
         retention = record.get("retention") or {}
         expires = retention.get("expires_at")
@@ -48,15 +55,26 @@ class ScopeProjection:
             valid_to_ms=record["valid_time"].get("t_end"),
             expires_at_ms=parse_instant(expires) if expires else None,
         )
-        self.index.remove(record_id)
-        self.index.add(record_id, fields_of(record), meta)
+        fields = fields_of(record)
+        self.remove(record_id)
+        slot = self.table.add(meta, cursor)
+        self.index.add(slot, fields)
         self.records[record_id] = record
-        self.accepted_at[record_id] = cursor
 
     def remove(self, record_id: str) -> bool:
-        self.records.pop(record_id, None)
-        self.accepted_at.pop(record_id, None)
-        return self.index.remove(record_id)
+        """Drop a record from every surface; returns whether it was here."""
+        record = self.records.pop(record_id, None)
+        slot = self.table.remove(record_id)
+        if slot is None or record is None:
+            return False
+        self.index.remove(slot, fields_of(record))
+        if self.table.dead >= max(COMPACT_MIN_DEAD, len(self.table)):
+            self.index.remap(self.table.compact(), self.table.size)
+        return True
+
+    def scores(self, query: str) -> FloatArray:
+        """The lexical channel's score per table slot."""
+        return self.index.scores(query, self.table.size)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from engram_api.search.v1 import search_pb2_grpc
 from engram_api.storage.v1 import storage_pb2_grpc
@@ -20,9 +21,13 @@ log = logging.getLogger("engram.search")
 
 async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], Awaitable[None]]]:
     storage_channel = channel(settings.storage_addr)
+    pool = ThreadPoolExecutor(max_workers=settings.search_threads, thread_name_prefix="engram-search")
     servicer = SearchServicer(
         Projections(storage_pb2_grpc.StorageServiceStub(storage_channel), settings.storage_rpc_seconds),
         CursorCodec(settings.cursor_key.encode("utf-8"), ttl_ms=settings.cursor_ttl_seconds * 1000),
+        pinned_hits=settings.pinned_hits,
+        pool=pool,
+        page_cache_bytes=settings.page_cache_bytes,
     )
     running = await create_server(
         settings, lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server)
@@ -30,6 +35,7 @@ async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], 
 
     async def close() -> None:
         await storage_channel.close()
+        pool.shutdown(wait=False, cancel_futures=True)
 
     return running, close
 

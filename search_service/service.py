@@ -3,9 +3,12 @@ page cursor, issue the rank receipt (SPEC §5 engram_memory_search, §9)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 from collections import OrderedDict
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +24,18 @@ from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.budget import CURSOR_FIELD, DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets
 from search_service.cursors import MAX_TOKEN_LENGTH, CursorCodec, CursorState
 from search_service.projection import Projections, ScopeProjection
-from search_service.ranking import PROFILE, RankedHit, rank
+from search_service.ranking import PROFILE, RankedHit
+from search_service.topk import top_k
 from engram_core.redaction import project
 
 log = logging.getLogger("engram.search")
 
-PAGE_CACHE_ENTRIES = 256
 SURFACES = ("lexical_index", "page_cache")
+DEFAULT_PINNED_HITS = 200
+DEFAULT_PAGE_CACHE_BYTES = 32 * 1024 * 1024
+# What one cached RankedHit costs (tuple, floats, ints; the record id string is shared).
+HIT_BYTES = 160
+ORDERING_BYTES = 200
 
 
 @dataclass(frozen=True)
@@ -35,28 +43,52 @@ class Ordering:
     hits: tuple[RankedHit, ...]
     candidate_count: int
 
+    @property
+    def nbytes(self) -> int:
+        return ORDERING_BYTES + HIT_BYTES * len(self.hits)
+
 
 class PageCache:
-    """Orderings of recent searches by their ordered-ids digest (a removal surface)."""
+    """Pinned orderings of recent searches by their ordered-ids digest (a removal surface),
+    bounded by bytes, least recently used dropped first. Thread-safe."""
 
-    def __init__(self, size: int = PAGE_CACHE_ENTRIES) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_PAGE_CACHE_BYTES) -> None:
         self._entries: OrderedDict[str, Ordering] = OrderedDict()
-        self._size = size
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def put(self, key: str, ordering: Ordering) -> None:
-        self._entries[key] = ordering
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            if previous is not None:
+                self._bytes -= previous.nbytes
+            self._entries[key] = ordering
+            self._bytes += ordering.nbytes
+            while self._bytes > self._max_bytes and len(self._entries) > 1:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped.nbytes
 
     def get(self, key: str) -> Ordering | None:
-        return self._entries.get(key)
+        with self._lock:
+            ordering = self._entries.get(key)
+            if ordering is not None:
+                self._entries.move_to_end(key)
+            return ordering
 
     def drop_record(self, record_id: str) -> int:
-        stale = [k for k, o in self._entries.items() if any(h.record_id == record_id for h in o.hits)]
-        for key in stale:
-            del self._entries[key]
-        return len(stale)
+        with self._lock:
+            stale = [k for k, o in self._entries.items() if any(h.record_id == record_id for h in o.hits)]
+            for key in stale:
+                self._bytes -= self._entries.pop(key).nbytes
+            return len(stale)
 
 
 def profile_config_digest(projection: ScopeProjection) -> str:
@@ -64,10 +96,16 @@ def profile_config_digest(projection: ScopeProjection) -> str:
 
 
 class SearchServicer(search_pb2_grpc.SearchServiceServicer):
-    def __init__(self, projections: Projections, codec: CursorCodec) -> None:
+    """Ranking and page building run in ``pool`` (CPU work off the event loop) while the
+    scope's projection lock is held."""
+
+    def __init__(self, projections: Projections, codec: CursorCodec, *, pinned_hits: int = DEFAULT_PINNED_HITS,
+                 pool: Executor | None = None, page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES) -> None:
         self._projections = projections
         self._codec = codec
-        self._pages = PageCache()
+        self._pages = PageCache(page_cache_bytes)
+        self._pinned_hits = pinned_hits
+        self._pool = pool
 
     @rpc_boundary
     async def Search(self, request: search_pb2.SearchRequest, context: grpc.aio.ServicerContext) -> search_pb2.SearchResponse:
@@ -78,44 +116,46 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         if policy["minimum_channels"] == "lexical_and_semantic":
             # No semantic channel is configured yet; never a silent lexical fallback.
             raise EngramError(Code.RANKING_UNAVAILABLE)
-        request_digest = digest("rank", {"request": {k: args[k] for k in sorted(args) if k != "page_cursor"}})
-        scope_d = self._codec.scope_digest(tenant, workspace)
-        principal_d = self._codec.principal_digest(tenant, workspace, caller.principal)
         view = await self._projections.policy(tenant, workspace)
-        allowlist = view.policy.get("redaction_allowlist")
         projection = await self._projections.current(tenant, workspace, view.policy.get("language", DEFAULT_LANGUAGE),
                                                      view.head)
         async with projection.lock:
-            now = now_ms()
-            if "page_cursor" in args:
-                state = self._codec.decode(args["page_cursor"], now_ms=now)
-                if (state.request_digest, state.scope_digest, state.principal_digest) != (request_digest, scope_d, principal_d):
-                    raise EngramError(Code.STALE_PAGE)
-                system_as_of, valid_as_of, offset = int(state.system_as_of), state.valid_as_of, state.offset
-                ordering = self._ordering_at(projection, args["query"], system_as_of, valid_as_of, state.ordered_ids_digest)
-                ids_digest = state.ordered_ids_digest
-            else:
-                system_as_of, valid_as_of, offset = projection.cursor, now, 0
-                ordering = self._rank(projection, args["query"], system_as_of, valid_as_of)
-                ids_digest = _ids_digest(ordering)
-                self._pages.put(ids_digest, ordering)
-            value = self._page(projection, args, ordering, offset, allowlist, request_digest, scope_d,
-                               principal_d, system_as_of, valid_as_of, ids_digest, now)
-        return search_pb2.SearchResponse(value_json=canonicalize(value))
+            value = await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._answer, projection, args, tenant, workspace, caller.principal,
+                view.policy.get("redaction_allowlist"))
+        return search_pb2.SearchResponse(value_json=value)
+
+    def _answer(self, projection: ScopeProjection, args: dict[str, Any], tenant: str, workspace: str, principal: str,
+                allowlist: list[str] | None) -> bytes:
+        request_digest = digest("rank", {"request": {k: args[k] for k in sorted(args) if k != "page_cursor"}})
+        scope_d = self._codec.scope_digest(tenant, workspace)
+        principal_d = self._codec.principal_digest(tenant, workspace, principal)
+        now = now_ms()
+        if "page_cursor" in args:
+            state = self._codec.decode(args["page_cursor"], now_ms=now)
+            if (state.request_digest, state.scope_digest, state.principal_digest) != (request_digest, scope_d, principal_d):
+                raise EngramError(Code.STALE_PAGE)
+            system_as_of, valid_as_of, offset = int(state.system_as_of), state.valid_as_of, state.offset
+            ordering = self._ordering_at(projection, args["query"], system_as_of, valid_as_of, state.ordered_ids_digest)
+            ids_digest = state.ordered_ids_digest
+        else:
+            system_as_of, valid_as_of, offset = projection.cursor, now, 0
+            ordering = self._rank(projection, args["query"], system_as_of, valid_as_of)
+            ids_digest = _ids_digest(ordering)
+            self._pages.put(ids_digest, ordering)
+        value = self._page(projection, args, ordering, offset, allowlist, request_digest, scope_d,
+                           principal_d, system_as_of, valid_as_of, ids_digest, now)
+        return canonicalize(value)
 
     def _rank(self, projection: ScopeProjection, query: str, system_as_of: int, valid_as_of: int) -> Ordering:
-        hits = [
-            (doc_id, score)
-            for doc_id, score in projection.index.search(query)
-            if projection.accepted_at.get(doc_id, system_as_of + 1) <= system_as_of
-        ]
-        ranked = rank(hits, None, projection.index.metas(), valid_as_of)
-        return Ordering(tuple(ranked), len(hits))
+        top = top_k(projection.scores(query), projection.table, valid_as_of, system_as_of, self._pinned_hits)
+        return Ordering(top.hits, top.candidates)
 
     def _ordering_at(self, projection: ScopeProjection, query: str, system_as_of: int, valid_as_of: int,
                      ids_digest: str) -> Ordering:
         ordering = self._pages.get(ids_digest)
         if ordering is None:
+            # Another replica pinned it, or it was dropped: rank again at the pin.
             ordering = self._rank(projection, query, system_as_of, valid_as_of)
             if _ids_digest(ordering) != ids_digest:
                 raise EngramError(Code.STALE_PAGE)

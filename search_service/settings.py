@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from engram_core.settings import GrpcServiceSettings
 
@@ -15,6 +15,13 @@ class SearchSettings(GrpcServiceSettings):
     cursor_ttl_seconds: int = 900
     # Seconds for one storage call while catching up with the journal.
     storage_rpc_seconds: float = 10.0
+    # How many of the best hits a first page pins (ranked exactly; the ordered-ids digest and
+    # every later page cover this list, and paging ends after it).
+    pinned_hits: int = Field(200, ge=50, le=10_000)
+    # Threads that rank and build pages off the event loop.
+    search_threads: int = Field(2, ge=1, le=64)
+    # Bytes of pinned orderings kept for later pages (least recently used dropped first).
+    page_cache_bytes: int = Field(32 * 1024 * 1024, ge=1024 * 1024)
 
     @field_validator("cursor_key")
     @classmethod

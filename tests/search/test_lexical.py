@@ -1,9 +1,11 @@
 import math
 import random
 
+import numpy as np
 import pytest
 
 from search_service.analyzer import Analyzer
+from search_service.doctable import DocTable
 from search_service.lexical import (
     COPY_WEIGHTS,
     FIELD_WEIGHTS,
@@ -22,11 +24,44 @@ def meta(doc_id: str) -> DocMeta:
     return DocMeta(record_id=doc_id, valid_from_ms=0)
 
 
-def build(docs: dict[str, dict[str, str]], language: str = "en") -> LexicalIndex:
-    index = LexicalIndex(language)
+class Scope:
+    """A table and a lexical index over it, addressed by doc id (what the projection does)."""
+
+    def __init__(self, language: str = "en") -> None:
+        self.table = DocTable()
+        self.index = LexicalIndex(language)
+        self.fields: dict[str, dict[str, str]] = {}
+
+    def __len__(self) -> int:
+        assert len(self.index) == len(self.table)
+        return len(self.index)
+
+    def add(self, doc_id: str, fields: dict[str, str]) -> None:
+        self.remove(doc_id)
+        self.index.add(self.table.add(meta(doc_id), 0), fields)
+        self.fields[doc_id] = fields
+
+    def remove(self, doc_id: str) -> bool:
+        slot = self.table.remove(doc_id)
+        return slot is not None and self.index.remove(slot, self.fields.pop(doc_id))
+
+    def compact(self) -> None:
+        self.index.remap(self.table.compact(), self.table.size)
+
+    def search(self, query: str) -> list[tuple[str, float]]:
+        """Live matches by score desc, then doc id."""
+        scores = self.index.scores(query, self.table.size)
+        alive = self.table.alive
+        hits = [(self.table.ids[s], float(scores[s])) for s in np.flatnonzero(scores).tolist() if alive[s]]
+        hits.sort(key=lambda h: (-h[1], h[0]))
+        return hits
+
+
+def build(docs: dict[str, dict[str, str]], language: str = "en") -> Scope:
+    scope = Scope(language)
     for doc_id, fields in docs.items():
-        index.add(doc_id, fields, meta(doc_id))
-    return index
+        scope.add(doc_id, fields)
+    return scope
 
 
 def reference_scores(docs: dict[str, dict[str, str]], query: str, language: str = "en") -> dict[str, float]:
@@ -63,7 +98,7 @@ def test_constants():
     }
     assert LEXICAL_PROFILE_CONFIG["k1"] == 1.2
     assert LEXICAL_PROFILE_CONFIG["b"] == 0.75
-    assert LEXICAL_PROFILE_CONFIG["engine"] == "engram-bm25f/py-2"
+    assert LEXICAL_PROFILE_CONFIG["engine"] == "engram-bm25f/np-3"
     assert dict(COPY_WEIGHTS) == {"exact": 1.0, "stemmed": 1.0}
     assert LEXICAL_PROFILE_CONFIG["analyzer"]["language"] == "en"
     assert LexicalIndex("de").profile_config()["analyzer"]["language"] == "de"
@@ -167,7 +202,7 @@ def test_order_and_no_truncation():
 
 
 def test_empty_cases():
-    assert LexicalIndex().search("anything") == []
+    assert Scope().search("anything") == []
     index = build({"a": {"primary": "something"}})
     assert index.search("") == []
     assert index.search("a b the of !!") == []  # only dropped tokens and stop words
@@ -184,7 +219,7 @@ def test_add_remove_keep_stats_exact():
         return {f: text() for f in FIELDS if rng.random() < 0.7}
 
     live: dict[str, dict[str, str]] = {}
-    index = LexicalIndex()
+    index = Scope()
     for step in range(600):
         doc_id = f"d{rng.randint(0, 80)}"
         if rng.random() < 0.35:
@@ -192,7 +227,9 @@ def test_add_remove_keep_stats_exact():
             live.pop(doc_id, None)
         else:
             live[doc_id] = fields()
-            index.add(doc_id, live[doc_id], meta(doc_id))  # re-adding replaces
+            index.add(doc_id, live[doc_id])  # re-adding replaces
+        if step % 97 == 0:
+            index.compact()  # renumbering keeps every score
         if step % 50 == 0 or step == 599:
             fresh = build(dict(sorted(live.items())))
             assert len(index) == len(fresh) == len(live)
@@ -203,24 +240,33 @@ def test_add_remove_keep_stats_exact():
         index.remove(doc_id)
     assert len(index) == 0
     assert index.search(" ".join(vocab)) == []
-    assert all(not df for df in index._df) and all(not p for p in index._postings)
-    assert index._total_lengths == [0] * (2 * len(FIELDS))
+    assert all(not df for df in index.index._df)
+    assert index.index._total_lengths == [0] * (2 * len(FIELDS))
+    index.compact()
+    assert all(not p for p in index.index._postings) and index.table.size == 0
 
 
-def test_membership_and_meta():
+def test_slots_are_refused_twice_and_removal_is_idempotent():
     index = LexicalIndex()
-    m = DocMeta(record_id="a", valid_from_ms=5, valid_to_ms=9, expires_at_ms=None)
-    index.add("a", {"primary": "hello"}, m)
-    assert "a" in index and "b" not in index
-    assert index.meta("a") == m and index.metas() == {"a": m}
-    assert index.remove("b") is False
-    assert index.remove("a") is True
-    assert index.meta("a") is None
+    index.add(0, {"primary": "hello"})
+    assert 0 in index and 1 not in index
+    with pytest.raises(ValueError):
+        index.add(0, {"primary": "again"})
+    assert index.remove(1, {"primary": "hello"}) is False
+    assert index.remove(0, {"primary": "hello"}) is True and index.remove(0, {"primary": "hello"}) is False
+    assert 0 not in index and len(index) == 0
+
+
+def test_scores_vector_covers_the_table_size():
+    scope = build({f"d{i}": {"primary": "alpha"} for i in range(3000)})  # grows past 1024 slots
+    scores = scope.index.scores("alpha", scope.table.size)
+    assert scores.shape == (3000,) and scores.dtype == np.float64 and (scores > 0).all()
+    assert scope.index.nbytes() > 0
 
 
 def test_unknown_field_refused():
     with pytest.raises(ValueError):
-        LexicalIndex().add("a", {"title": "x"}, meta("a"))
+        LexicalIndex().add(0, {"title": "x"})
 
 
 def test_fields_of_record():

@@ -2,7 +2,8 @@ import math
 
 import pytest
 
-from search_service.lexical import LEXICAL_PROFILE_CONFIG, LexicalIndex, fields_of
+from search_service.lexical import LEXICAL_PROFILE_CONFIG
+from search_service.projection import ScopeProjection
 from search_service.ranking import (
     HALF_LIFE_MS,
     PROFILE,
@@ -14,6 +15,7 @@ from search_service.ranking import (
     recency,
     round_score,
 )
+from search_service.topk import top_k
 
 from .helpers import DAY_MS, NOW_MS, record
 
@@ -219,10 +221,9 @@ def test_quality_sanity_relevant_record_first():
                others=(("evidence", "a cache of hot records sits in front"),)),
         record("mem_auth", "Hosts sign invocation contexts with Ed25519 keys"),
     ]
-    index = LexicalIndex()
+    projection = ScopeProjection()
     for rec in corpus:
-        index.add(rec["record_id"], fields_of(rec),
-                  DocMeta(rec["record_id"], rec["valid_time"]["t"]))
+        projection.add(rec, cursor=1)
     cases = {
         "which cache did we choose for sessions": "mem_cache",
         "how is the gateway deployed on kubernetes": "mem_deploy",
@@ -230,5 +231,5 @@ def test_quality_sanity_relevant_record_first():
         "ed25519 host keys": "mem_auth",
     }
     for query, expected in cases.items():
-        hits = rank(index.search(query), None, index.metas(), NOW)
+        hits = top_k(projection.scores(query), projection.table, NOW, 1, 10).hits
         assert hits and hits[0].record_id == expected, query

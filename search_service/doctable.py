@@ -1,0 +1,128 @@
+"""The documents of one scope's projection as columns: one dense slot number per indexed
+record, shared by every channel (the lexical index today, the semantic one next).
+
+A slot is never reused while the table lives: removing a record only clears its ``alive``
+bit, so a channel's postings may still name the slot (and are filtered here). :meth:`compact`
+renumbers the survivors densely and hands the channels the old → new map.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from search_service.ranking import DocMeta
+
+OPEN = np.iinfo(np.int64).max
+"""Stands for an absent ``valid_time.t_end`` / ``retention.expires_at``."""
+
+_INITIAL = 1024
+
+IntArray = npt.NDArray[np.int64]
+
+
+class DocTable:
+    """Slot ↔ record id, the eligibility columns and the snapshot column. Not thread-safe."""
+
+    __slots__ = ("_slots", "ids", "_size", "_live", "valid_from", "valid_to", "expires", "accepted_at", "alive")
+
+    def __init__(self) -> None:
+        self._slots: dict[str, int] = {}
+        self.ids: list[str] = []
+        self._size = 0
+        self._live = 0
+        self.valid_from = np.zeros(_INITIAL, np.int64)
+        self.valid_to = np.zeros(_INITIAL, np.int64)
+        self.expires = np.zeros(_INITIAL, np.int64)
+        self.accepted_at = np.zeros(_INITIAL, np.int64)
+        self.alive = np.zeros(_INITIAL, np.bool_)
+
+    def __len__(self) -> int:
+        """Live records."""
+        return self._live
+
+    @property
+    def size(self) -> int:
+        """Slots handed out (live and dead): the length of every channel's score vector."""
+        return self._size
+
+    @property
+    def dead(self) -> int:
+        return self._size - self._live
+
+    def slot(self, record_id: str) -> int | None:
+        return self._slots.get(record_id)
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._slots
+
+    def meta(self, slot: int) -> DocMeta:
+        to, expires = int(self.valid_to[slot]), int(self.expires[slot])
+        return DocMeta(record_id=self.ids[slot], valid_from_ms=int(self.valid_from[slot]),
+                       valid_to_ms=None if to == OPEN else to, expires_at_ms=None if expires == OPEN else expires)
+
+    def add(self, meta: DocMeta, accepted_at: int) -> int:
+        """A new slot for ``meta.record_id`` (which must not be live: remove it first)."""
+        if meta.record_id in self._slots:
+            raise ValueError("record already in the table")
+        slot = self._size
+        if slot == len(self.alive):
+            self._grow(2 * slot)
+        self.valid_from[slot] = meta.valid_from_ms
+        self.valid_to[slot] = OPEN if meta.valid_to_ms is None else meta.valid_to_ms
+        self.expires[slot] = OPEN if meta.expires_at_ms is None else meta.expires_at_ms
+        self.accepted_at[slot] = accepted_at
+        self.alive[slot] = True
+        self.ids.append(meta.record_id)
+        self._slots[meta.record_id] = slot
+        self._size += 1
+        self._live += 1
+        return slot
+
+    def remove(self, record_id: str) -> int | None:
+        """Kill the record's slot; returns it (None when the record is not here)."""
+        slot = self._slots.pop(record_id, None)
+        if slot is not None:
+            self.alive[slot] = False
+            self._live -= 1
+        return slot
+
+    def eligible(self, slots: IntArray, now_ms: int, system_as_of: int) -> npt.NDArray[np.bool_]:
+        """Per slot: live, accepted at or before the pin, valid at ``now_ms`` (closed interval
+        ``[t, t_end]``) and not expired (``expires_at > now``) — SPEC §9 eligibility."""
+        return (
+            self.alive[slots]
+            & (self.accepted_at[slots] <= system_as_of)
+            & (self.valid_from[slots] <= now_ms)
+            & (self.valid_to[slots] >= now_ms)
+            & (self.expires[slots] > now_ms)
+        )
+
+    def compact(self) -> IntArray:
+        """Renumber the live slots densely (order kept); returns old slot → new slot (-1 for
+        a dead one) for the channels to remap their postings with."""
+        alive = self.alive[: self._size]
+        remap = np.full(self._size, -1, np.int64)
+        remap[alive] = np.arange(self._live, dtype=np.int64)
+        keep = np.flatnonzero(alive)
+        capacity = max(_INITIAL, 2 * self._live)
+        for name in ("valid_from", "valid_to", "expires", "accepted_at", "alive"):
+            column = getattr(self, name)
+            fresh = np.zeros(capacity, column.dtype)
+            fresh[: self._live] = column[keep]
+            setattr(self, name, fresh)
+        self.ids = [self.ids[int(old)] for old in keep]
+        self._slots = {record_id: slot for slot, record_id in enumerate(self.ids)}
+        self._size = self._live
+        return remap
+
+    def _grow(self, capacity: int) -> None:
+        for name in ("valid_from", "valid_to", "expires", "accepted_at", "alive"):
+            column = getattr(self, name)
+            fresh = np.zeros(capacity, column.dtype)
+            fresh[: len(column)] = column
+            setattr(self, name, fresh)
+
+    def nbytes(self) -> int:
+        """Bytes held by the numeric columns (capacity, not just the used part)."""
+        return sum(getattr(self, n).nbytes for n in ("valid_from", "valid_to", "expires", "accepted_at", "alive"))

@@ -1,0 +1,167 @@
+"""top_k: the exact first ``depth`` hits of rank() without ranking the whole scope."""
+
+import random
+
+import numpy as np
+import pytest
+
+from search_service.doctable import DocTable
+from search_service.lexical import FIELDS, LexicalIndex
+from search_service.ranking import HALF_LIFE_MS, DocMeta, rank
+from search_service.topk import _FIRST_WINDOW, top_k
+
+NOW = 1_800_000_000_000
+DAY = 86_400_000
+
+
+def reference(scores: np.ndarray, table: DocTable, now: int, pin: int, depth: int):
+    """rank() over every live slot accepted by the pin (the whole scope, sorted)."""
+    hits, metas = [], {}
+    for slot in range(table.size):
+        if table.alive[slot] and table.accepted_at[slot] <= pin and scores[slot] > 0:
+            meta = table.meta(slot)
+            metas[meta.record_id] = meta
+            hits.append((meta.record_id, float(scores[slot])))
+    ranked = rank(hits, None, metas, now)
+    return ranked[:depth], len(ranked)
+
+
+def random_meta(rng: random.Random, record_id: str) -> DocMeta:
+    start = NOW - rng.choice([0, 1, 5, 40, 400, 4000]) * DAY - rng.randint(0, DAY)
+    if rng.random() < 0.05:
+        start = NOW + DAY  # not valid yet
+    end = None if rng.random() < 0.9 else NOW + rng.choice([-DAY, 0, DAY])
+    expires = None if rng.random() < 0.9 else NOW + rng.choice([-DAY, 0, 1, DAY])
+    return DocMeta(record_id=record_id, valid_from_ms=start, valid_to_ms=end, expires_at_ms=expires)
+
+
+def test_matches_rank_on_random_score_vectors():
+    rng = random.Random(5)
+    for case in range(120):
+        table = DocTable()
+        n = rng.choice([1, 3, 50, 300, 2500])
+        for i in range(n):
+            table.add(random_meta(rng, f"mem_{rng.getrandbits(40):010x}{i}"), accepted_at=rng.randint(1, 10))
+        for record_id in rng.sample(table.ids, k=n // 10):
+            table.remove(record_id)
+        # Few distinct values make long ties; zero means no match.
+        levels = [0.0] + [rng.uniform(0.01, 30.0) for _ in range(rng.choice([1, 3, 40, 10_000]))]
+        scores = np.array([rng.choice(levels) for _ in range(table.size)], np.float64)
+        pin = rng.randint(1, 10)
+        depth = rng.choice([1, 10, 50, 200])
+        expected, count = reference(scores, table, NOW, pin, depth)
+        got = top_k(scores, table, NOW, pin, depth)
+        assert list(got.hits) == expected, case
+        assert got.candidates == count
+        assert got.examined <= count
+
+
+def test_matches_rank_over_a_real_lexical_index():
+    rng = random.Random(9)
+    words = ["cache", "caches", "deploy", "harbour", "lru", "redis", "ml", "kg", "queue", "the"]
+    for _ in range(30):
+        table, index = DocTable(), LexicalIndex()
+        for i in range(rng.randint(1, 400)):
+            slot = table.add(random_meta(rng, f"mem_{i:05d}"), accepted_at=1)
+            index.add(slot, {f: " ".join(rng.choices(words, k=rng.randint(0, 6))) for f in FIELDS if rng.random() < 0.5})
+        query = " ".join(rng.choices(words, k=rng.randint(1, 3)))
+        scores = index.scores(query, table.size)
+        for depth in (1, 7, 60):
+            expected, count = reference(scores, table, NOW, 1, depth)
+            got = top_k(scores, table, NOW, 1, depth)
+            assert list(got.hits) == expected and got.candidates == count
+
+
+def test_recency_can_force_a_wider_window():
+    """Old records at the top of the channel, fresh ones far below: a deep pin's last score is
+    so low that recency (0.05) could lift records from far below it, so the first window is
+    not enough and must grow."""
+    table = DocTable()
+    n = 6000
+    for i in range(n):
+        age = 4000 * DAY if i < 3000 else 0  # the best 3000 by score are ~11 years old
+        table.add(DocMeta(record_id=f"mem_{i:05d}", valid_from_ms=NOW - age), accepted_at=1)
+    scores = np.array([float(n - i) for i in range(n)], np.float64)
+    depth = 1000
+    got = top_k(scores, table, NOW, 1, depth)
+    expected, _ = reference(scores, table, NOW, 1, depth)
+    assert list(got.hits) == expected
+    assert got.examined > max(_FIRST_WINDOW, 2 * depth)
+    assert any(hit.recency > 0.99 for hit in got.hits)  # fresh records made it in
+
+
+def test_eligibility_and_snapshot_columns():
+    table = DocTable()
+    base = dict(valid_from_ms=NOW - HALF_LIFE_MS)
+    table.add(DocMeta("mem_ok", **base), accepted_at=5)
+    table.add(DocMeta("mem_later", **base), accepted_at=6)  # accepted after the pin
+    table.add(DocMeta("mem_future", valid_from_ms=NOW + 1), accepted_at=1)
+    table.add(DocMeta("mem_ended", valid_from_ms=NOW - 10, valid_to_ms=NOW - 1), accepted_at=1)
+    table.add(DocMeta("mem_end_now", valid_from_ms=NOW - 10, valid_to_ms=NOW), accepted_at=1)
+    table.add(DocMeta("mem_expired", valid_from_ms=NOW - 10, expires_at_ms=NOW), accepted_at=1)
+    table.add(DocMeta("mem_expiring", valid_from_ms=NOW - 10, expires_at_ms=NOW + 1), accepted_at=1)
+    table.add(DocMeta("mem_gone", **base), accepted_at=1)
+    table.remove("mem_gone")
+    got = top_k(np.ones(table.size), table, NOW, 5, 10)
+    assert sorted(h.record_id for h in got.hits) == ["mem_end_now", "mem_expiring", "mem_ok"]
+    assert got.candidates == 3
+    assert top_k(np.zeros(table.size), table, NOW, 5, 10).hits == ()
+
+
+def test_refusals():
+    table = DocTable()
+    table.add(DocMeta("mem_a", valid_from_ms=0), accepted_at=0)
+    with pytest.raises(ValueError):
+        top_k(np.ones(1), table, NOW, 0, 0)
+    with pytest.raises(ValueError):
+        top_k(np.array([np.inf]), table, NOW, 0, 1)
+    with pytest.raises(ValueError):
+        table.add(DocMeta("mem_a", valid_from_ms=0), accepted_at=0)
+
+
+def test_table_compaction_keeps_metas_and_order():
+    rng = random.Random(3)
+    table = DocTable()
+    metas = [random_meta(rng, f"mem_{i:04d}") for i in range(3000)]
+    for i, meta in enumerate(metas):
+        table.add(meta, accepted_at=i)
+    dead = set(rng.sample(range(3000), 1700))
+    for i in dead:
+        table.remove(metas[i].record_id)
+    remap = table.compact()
+    survivors = [i for i in range(3000) if i not in dead]
+    assert table.size == len(table) == len(survivors)
+    assert [int(remap[i]) for i in survivors] == list(range(len(survivors)))
+    assert all(remap[i] == -1 for i in dead)
+    for new, old in enumerate(survivors):
+        assert table.meta(new) == metas[old] and table.slot(metas[old].record_id) == new
+        assert table.accepted_at[new] == old and table.alive[new]
+    assert metas[next(iter(dead))].record_id not in table
+
+
+def test_projection_compacts_after_many_removals_and_keeps_answers():
+    from search_service.projection import COMPACT_MIN_DEAD, ScopeProjection
+
+    from .helpers import record
+
+    projection = ScopeProjection()
+    total = 2 * COMPACT_MIN_DEAD + 10
+    for i in range(total):
+        projection.add(record(f"mem_{i:05d}", f"harbour crane number{i % 7}"), cursor=i + 1)
+    before = top_k(projection.scores("harbour number3"), projection.table, NOW, total, 50)
+    keep = {hit.record_id for hit in before.hits[:20]}
+    removed = 0
+    for i in range(total):
+        record_id = f"mem_{i:05d}"
+        if record_id not in keep and removed < COMPACT_MIN_DEAD + 5:
+            assert projection.remove(record_id)
+            removed += 1
+    assert projection.table.size < total  # compacted: dead slots renumbered away
+    assert projection.table.size == len(projection.table) == len(projection.records) == len(projection.index)
+    after = top_k(projection.scores("harbour number3"), projection.table, NOW, total, 50)
+    fresh = ScopeProjection()
+    for record_id in sorted(projection.records):
+        fresh.add(projection.records[record_id], cursor=1)
+    expected = top_k(fresh.scores("harbour number3"), fresh.table, NOW, total, 50)
+    assert after.hits == expected.hits and after.candidates == expected.candidates
+    assert not projection.remove("mem_unknown")

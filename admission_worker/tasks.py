@@ -14,7 +14,8 @@ import grpc
 from celery import Celery
 
 from admission_worker.decide import decide
-from engram_api.search.v1 import search_pb2, search_pb2_grpc
+from admission_worker.replicas import SearchReplicas
+from engram_api.search.v1 import search_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.errors import EngramError
 from engram_core.grpc_errors import error_from_rpc
@@ -33,14 +34,14 @@ class TransientTaskError(Exception):
 @dataclass
 class TaskClients:
     storage: storage_pb2_grpc.StorageServiceStub
-    search: search_pb2_grpc.SearchServiceStub
+    search: SearchReplicas
     timeout: float
 
     @classmethod
-    def connect(cls, storage_addr: str, search_addr: str, timeout: float) -> "TaskClients":
+    def connect(cls, storage_addr: str, search_addr: str, timeout: float, search_replicas: str = "") -> "TaskClients":
         return cls(
             storage_pb2_grpc.StorageServiceStub(grpc.insecure_channel(storage_addr, options=GRPC_OPTIONS)),
-            search_pb2_grpc.SearchServiceStub(grpc.insecure_channel(search_addr, options=GRPC_OPTIONS)),
+            SearchReplicas(search_replicas, search_addr),
             timeout,
         )
 
@@ -85,12 +86,21 @@ def run_invalidation(clients: TaskClients, outbox_id: str) -> str:
     item = clients.call(clients.storage.GetOutboxItem, storage_pb2.GetOutboxItemRequest(outbox_id=outbox_id))
     if item.state == "done":
         return "already_done"
-    removed = clients.call(
-        clients.search.Invalidate, search_pb2.InvalidateRequest(scope=item.scope, record_id=item.object_id)
-    )
+    try:
+        targets = clients.search.targets()
+    except OSError:
+        raise TransientTaskError("STORE_UNAVAILABLE") from None  # a replica name did not resolve
+    surfaces: set[str] = set()
+    replicas: set[str] = set()
+    request = search_pb2.InvalidateRequest(scope=item.scope, record_id=item.object_id)
+    for target in targets:
+        # Every replica, or the task fails (and is retried): coverage is never partial.
+        removed = clients.call(clients.search.stub(target).Invalidate, request)
+        surfaces.update(removed.surfaces)
+        replicas.add(removed.replica_id or target)
     reply = clients.call(
         clients.storage.RecordCoverage,
-        storage_pb2.RecordCoverageRequest(outbox_id=outbox_id, surfaces=list(removed.surfaces)),
+        storage_pb2.RecordCoverageRequest(outbox_id=outbox_id, surfaces=sorted(surfaces), replicas=sorted(replicas)),
     )
     return reply.coverage_receipt_digest
 

@@ -32,7 +32,8 @@ def main() -> int:
     settings = WorkerSettings()
     logs.configure("worker", settings.log_level)
     app = make_celery(settings)
-    register_tasks(app, TaskClients.connect(settings.storage_addr, settings.search_addr, settings.task_rpc_seconds))
+    register_tasks(app, TaskClients.connect(settings.storage_addr, settings.search_addr, settings.task_rpc_seconds,
+                                           settings.search_replicas))
     health_server, servicer, port = start_health_server(settings.grpc_host, settings.grpc_port)
     log.info("worker health on port %d, queue %s", port, settings.task_queue)
 

@@ -71,11 +71,14 @@ class SpawnedStack:
                 self.proc.wait()
 
 
-def spawn_up(state_dir: Path, port: int, env: dict[str, str], timeout: float = 120.0) -> SpawnedStack:
-    """Start ``engram up`` and return once it printed its ready line (SpawnError otherwise)."""
+def spawn_up(state_dir: Path, port: int, env: dict[str, str], timeout: float = 120.0,
+             extra_args: tuple[str, ...] = ()) -> SpawnedStack:
+    """Start ``engram up`` (with ``extra_args``, e.g. ``--search-replicas 2``) and return once
+    it printed its ready line (SpawnError otherwise)."""
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engram_cli.main", "up", "--state-dir", str(state_dir), "--port", str(port)],
+        [sys.executable, "-m", "engram_cli.main", "up", "--state-dir", str(state_dir), "--port", str(port),
+         *extra_args],
         env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True, preexec_fn=die_with_parent(),
     )

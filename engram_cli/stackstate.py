@@ -55,6 +55,8 @@ class StackState:
     run_id: str = ""
     deployment: str = ""
     up_pid: int = 0
+    # Every search replica's address (search_addr names them all when there are several).
+    search_replicas: list[str] = field(default_factory=list)
 
     @property
     def dir(self) -> Path:

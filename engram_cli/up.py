@@ -45,7 +45,6 @@ from engram_hostkit.hostfile import HostFile
 from engram_hostkit.keys import generate_host_keys
 from gateway.hosts import upsert_host
 
-SERVICES = ("storage", "search", "admission", "worker", "gateway")
 START_TIMEOUT_SECONDS = 60.0
 POLL_SECONDS = 0.1
 RESTART_LIMIT = 5
@@ -99,8 +98,18 @@ class RestartBudget:
         return len(times) if len(times) <= self.limit else None
 
 
+def service_names(search_replicas: int) -> tuple[str, ...]:
+    """Start order: storage, the search replicas (``search``, ``search-2``, …), admission,
+    worker, gateway."""
+    searches = ["search", *(f"search-{i}" for i in range(2, search_replicas + 1))]
+    return ("storage", *searches, "admission", "worker", "gateway")
+
+
 class Stack:
-    def __init__(self, state_dir: Path, gateway_port: int, log_dir: Path, run_id: str) -> None:
+    def __init__(self, state_dir: Path, gateway_port: int, log_dir: Path, run_id: str, search_replicas: int = 1) -> None:
+        if search_replicas < 1:
+            raise ValueError("at least one search replica")
+        self.names = service_names(search_replicas)
         self.state_dir = state_dir
         self.gateway_port = gateway_port
         self.log_dir = log_dir
@@ -166,12 +175,15 @@ class Stack:
         mongo_url = given_mongo or self._start_mongo()
         redis_url = given_redis or self._start_redis()
         deployment = os.environ.get("ENGRAM_DEPLOYMENT") or deployment_for(self.state_dir)
-        ports = {name: datastores.free_port() for name in ("storage", "search", "admission", "worker")}
+        ports = {name: datastores.free_port() for name in self.names if name != "gateway"}
+        searches = [f"127.0.0.1:{ports[name]}" for name in self.names if name.startswith("search")]
         state = StackState(
             state_dir=str(self.state_dir.resolve()),
             mcp_url=f"http://127.0.0.1:{self.gateway_port}/mcp",
             storage_addr=f"127.0.0.1:{ports['storage']}",
-            search_addr=f"127.0.0.1:{ports['search']}",
+            # One replica: its address; more: a gRPC target naming all (calls round-robin).
+            search_addr=searches[0] if len(searches) == 1 else "ipv4:" + ",".join(searches),
+            search_replicas=searches,
             admission_addr=f"127.0.0.1:{ports['admission']}",
             worker_health_addr=f"127.0.0.1:{ports['worker']}",
             mongo_url=mongo_url,
@@ -191,6 +203,7 @@ class Stack:
             "ENGRAM_RUN_ID": self.run_id,
             "ENGRAM_STORAGE_ADDR": state.storage_addr,
             "ENGRAM_SEARCH_ADDR": state.search_addr,
+            "ENGRAM_SEARCH_REPLICAS": ",".join(searches),
             "ENGRAM_ADMISSION_ADDR": state.admission_addr,
             "ENGRAM_KEYRING": str(keyring.resolve()),
             "ENGRAM_ADMIN_TOKEN": state.admin_token(),
@@ -210,18 +223,19 @@ class Stack:
 
     def start(self, env: dict[str, str]) -> None:
         """Spawn the five services (from the main thread: see datastores)."""
-        for name in SERVICES:
+        for name in self.names:
             child_env = dict(env)
             if name in self._ports:
                 child_env["ENGRAM_GRPC_PORT"] = str(self._ports[name])
-            child = ChildProcess(name, [sys.executable, "-m", "engram_cli.main", name],
+            command = "search" if name.startswith("search") else name
+            child = ChildProcess(name, [sys.executable, "-m", "engram_cli.main", command],
                                  env=child_env, log_file=self.log_dir / f"{name}.log")
             child.start()
             self.services[name] = child
 
     def children(self) -> list[ChildProcess]:
         """Datastores first, then services in start order."""
-        return [*self.datastores, *(self.services[n] for n in SERVICES if n in self.services)]
+        return [*self.datastores, *(self.services[n] for n in self.names if n in self.services)]
 
     def record(self, state: StackState) -> None:
         """Write every child's pid and start time to stack.json."""
@@ -239,7 +253,7 @@ class Stack:
     async def wait_ready(self, state: StackState) -> None:
         """Until every gRPC service is SERVING and the gateway's /readyz names this run."""
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        pending = {state.storage_addr, state.search_addr, state.admission_addr, state.worker_health_addr}
+        pending = {state.storage_addr, *state.search_replicas, state.admission_addr, state.worker_health_addr}
         while pending:
             self.check_alive()
             if time.monotonic() > deadline:
@@ -290,7 +304,7 @@ class Stack:
         """Services in reverse order (SIGTERM, then SIGKILL), then the datastores."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)
-        services = [self.services[n] for n in reversed(SERVICES) if n in self.services]
+        services = [self.services[n] for n in reversed(self.names) if n in self.services]
         for child in services:
             child.terminate()
         for child in services:
@@ -358,6 +372,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="engram up", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-dir", default=os.environ.get("ENGRAM_STATE_DIR", ".engram"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("ENGRAM_GATEWAY_PORT", "8080")))
+    parser.add_argument("--search-replicas", type=int, default=1, choices=range(1, 9), metavar="N",
+                        help="search replicas to run (1..8, default 1): the gateway spreads searches "
+                        "over them, the worker invalidates every one")
     opts = parser.parse_args(argv)
     state_dir = Path(opts.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -382,7 +399,7 @@ def main(argv: list[str]) -> int:
             return 1
         log_dir = state_dir / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
-        return _run(Stack(state_dir, opts.port, log_dir, secrets.token_hex(8)))
+        return _run(Stack(state_dir, opts.port, log_dir, secrets.token_hex(8), opts.search_replicas))
     except KeyboardInterrupt:
         return 0
     finally:

@@ -78,11 +78,14 @@ async def run_until_signal(
 
 
 def channel(address: str) -> grpc.aio.Channel:
-    """An insecure loopback/cluster channel with the message size limits of the servers."""
+    """An insecure loopback/cluster channel with the message size limits of the servers.
+    Calls are spread round-robin over every address the target names (``ipv4:a:p,b:q``, or a
+    ``dns:///`` name with several records: search replicas)."""
     return grpc.aio.insecure_channel(
         address,
         options=[
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ("grpc.max_send_message_length", 16 * 1024 * 1024),
+            ("grpc.lb_policy_name", "round_robin"),
         ],
     )

@@ -17,6 +17,7 @@ OPEN = np.iinfo(np.int64).max
 """Stands for an absent ``valid_time.t_end`` / ``retention.expires_at``."""
 
 _INITIAL = 1024
+_COLUMNS = ("valid_from", "valid_to", "expires", "accepted_at", "alive", "sizes")
 
 IntArray = npt.NDArray[np.int64]
 
@@ -24,7 +25,8 @@ IntArray = npt.NDArray[np.int64]
 class DocTable:
     """Slot ↔ record id, the eligibility columns and the snapshot column. Not thread-safe."""
 
-    __slots__ = ("_slots", "ids", "_size", "_live", "valid_from", "valid_to", "expires", "accepted_at", "alive")
+    __slots__ = ("_slots", "ids", "_size", "_live", "valid_from", "valid_to", "expires", "accepted_at", "alive",
+                 "sizes")
 
     def __init__(self) -> None:
         self._slots: dict[str, int] = {}
@@ -36,6 +38,8 @@ class DocTable:
         self.expires = np.zeros(_INITIAL, np.int64)
         self.accepted_at = np.zeros(_INITIAL, np.int64)
         self.alive = np.zeros(_INITIAL, np.bool_)
+        # Bytes of the record's JSON as the projection received it (memory accounting).
+        self.sizes = np.zeros(_INITIAL, np.int32)
 
     def __len__(self) -> int:
         """Live records."""
@@ -61,7 +65,7 @@ class DocTable:
         return DocMeta(record_id=self.ids[slot], valid_from_ms=int(self.valid_from[slot]),
                        valid_to_ms=None if to == OPEN else to, expires_at_ms=None if expires == OPEN else expires)
 
-    def add(self, meta: DocMeta, accepted_at: int) -> int:
+    def add(self, meta: DocMeta, accepted_at: int, size: int = 0) -> int:
         """A new slot for ``meta.record_id`` (which must not be live: remove it first)."""
         if meta.record_id in self._slots:
             raise ValueError("record already in the table")
@@ -73,6 +77,7 @@ class DocTable:
         self.expires[slot] = OPEN if meta.expires_at_ms is None else meta.expires_at_ms
         self.accepted_at[slot] = accepted_at
         self.alive[slot] = True
+        self.sizes[slot] = size
         self.ids.append(meta.record_id)
         self._slots[meta.record_id] = slot
         self._size += 1
@@ -106,7 +111,7 @@ class DocTable:
         remap[alive] = np.arange(self._live, dtype=np.int64)
         keep = np.flatnonzero(alive)
         capacity = max(_INITIAL, 2 * self._live)
-        for name in ("valid_from", "valid_to", "expires", "accepted_at", "alive"):
+        for name in _COLUMNS:
             column = getattr(self, name)
             fresh = np.zeros(capacity, column.dtype)
             fresh[: self._live] = column[keep]
@@ -117,7 +122,7 @@ class DocTable:
         return remap
 
     def _grow(self, capacity: int) -> None:
-        for name in ("valid_from", "valid_to", "expires", "accepted_at", "alive"):
+        for name in _COLUMNS:
             column = getattr(self, name)
             fresh = np.zeros(capacity, column.dtype)
             fresh[: len(column)] = column
@@ -125,4 +130,4 @@ class DocTable:
 
     def nbytes(self) -> int:
         """Bytes held by the numeric columns (capacity, not just the used part)."""
-        return sum(getattr(self, n).nbytes for n in ("valid_from", "valid_to", "expires", "accepted_at", "alive"))
+        return sum(getattr(self, n).nbytes for n in _COLUMNS)

@@ -139,7 +139,8 @@ class LexicalIndex:
     """BM25 over the five weighted fields in two copies, one instance per scope. Not
     thread-safe: one writer or one reader at a time (the projection's lock)."""
 
-    __slots__ = ("_analyzer", "_config", "_postings", "_lengths", "_total_lengths", "_df", "_indexed", "_live")
+    __slots__ = ("_analyzer", "_config", "_postings", "_lengths", "_total_lengths", "_df", "_indexed", "_live",
+                 "_posting_bytes")
 
     def __init__(self, language: str = DEFAULT_LANGUAGE) -> None:
         self._analyzer: Analyzer = analyzer_for(language)
@@ -154,6 +155,7 @@ class LexicalIndex:
         # _indexed[slot] = 1 while the slot's document is in the statistics
         self._indexed = bytearray()
         self._live = 0
+        self._posting_bytes = 0
 
     @property
     def language(self) -> str:
@@ -202,6 +204,7 @@ class LexicalIndex:
                     pairs = postings[intern(term)] = array("i")
                 pairs.append(slot)
                 pairs.append(tf)
+            self._posting_bytes += 8 * len(counts)
             length = sum(counts.values())
             self._lengths[lane, slot] = length
             self._total_lengths[lane] += length
@@ -275,6 +278,7 @@ class LexicalIndex:
 
     def remap(self, remap: npt.NDArray[np.int64], size: int) -> None:
         """Renumber after the table compacted: ``remap[old] = new`` (-1: dead, dropped)."""
+        kept = 0
         for postings in self._postings:
             for term in list(postings):
                 view = np.frombuffer(postings[term], np.int32).reshape(-1, 2)
@@ -291,6 +295,7 @@ class LexicalIndex:
                 fresh = array("i")
                 fresh.frombytes(pairs.tobytes())
                 postings[term] = fresh
+                kept += pairs.nbytes
         old = self._lengths
         lengths = np.zeros((len(_LANES), max(_INITIAL, 2 * size)), np.int32)
         live = np.flatnonzero(remap >= 0)
@@ -301,8 +306,9 @@ class LexicalIndex:
             if remap[slot] >= 0:
                 indexed[int(remap[slot])] = 1
         self._indexed = indexed
+        self._posting_bytes = kept
 
     def nbytes(self) -> int:
-        """Bytes of posting buffers and length columns (not Python object overhead)."""
-        postings = sum(pairs.buffer_info()[1] * pairs.itemsize for lane in self._postings for pairs in lane.values())
-        return postings + self._lengths.nbytes + len(self._indexed)
+        """Bytes of the posting pairs (dead ones included until a remap) and the length
+        columns; not the Python objects around them. O(1)."""
+        return self._posting_bytes + self._lengths.nbytes + len(self._indexed)

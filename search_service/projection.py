@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +21,7 @@ import grpc
 
 from engram_api.common.v1 import common_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
+from engram_core.digests import scope_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import error_from_rpc
 from engram_core.timefmt import parse_instant
@@ -28,6 +32,14 @@ from search_service.ranking import DocMeta
 
 JOURNAL_BATCH = 1000
 ACCEPTED = "accepted_current"
+DEFAULT_BUDGET_BYTES = 1024 * 1024 * 1024
+PROGRESS_SECONDS = 5.0
+# Python objects per record beyond its JSON text and the numeric buffers (the parsed record's
+# dicts and strings, the id maps): measured with bench/search_bench.py (RSS per record minus
+# JSON and buffers, 10k-100k records).
+RECORD_OVERHEAD_BYTES = 2048
+
+log = logging.getLogger("engram.search")
 
 
 COMPACT_MIN_DEAD = 1024
@@ -43,8 +55,20 @@ class ScopeProjection:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     cursor: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Canonical JSON bytes of the records held (what storage sent).
+    json_bytes: int = 0
+    catching_up: asyncio.Task[None] | None = None
 
-    def add(self, record: dict[str, Any], cursor: int) -> None:
+    def estimate_bytes(self) -> int:
+        """Resident estimate: record JSON, posting and column buffers, and a calibrated
+        per-record cost of the Python objects (see RECORD_OVERHEAD_BYTES)."""
+        return self.json_bytes + self.index.nbytes() + self.table.nbytes() + RECORD_OVERHEAD_BYTES * len(self.records)
+
+    def cancel_catch_up(self) -> None:
+        if self.catching_up is not None and not self.catching_up.done():
+            self.catching_up.cancel()
+
+    def add(self, record: dict[str, Any], cursor: int, size: int = 0) -> None:
         """Index ``record`` as accepted at journal ``cursor`` (replacing an older version)."""
         record_id = record["record_id"]
         retention = record.get("retention") or {}
@@ -57,9 +81,10 @@ class ScopeProjection:
         )
         fields = fields_of(record)
         self.remove(record_id)
-        slot = self.table.add(meta, cursor)
+        slot = self.table.add(meta, cursor, size)
         self.index.add(slot, fields)
         self.records[record_id] = record
+        self.json_bytes += size
 
     def remove(self, record_id: str) -> bool:
         """Drop a record from every surface; returns whether it was here."""
@@ -67,6 +92,7 @@ class ScopeProjection:
         slot = self.table.remove(record_id)
         if slot is None or record is None:
             return False
+        self.json_bytes -= int(self.table.sizes[slot])
         self.index.remove(slot, fields_of(record))
         if self.table.dead >= max(COMPACT_MIN_DEAD, len(self.table)):
             self.index.remap(self.table.compact(), self.table.size)
@@ -84,28 +110,60 @@ class ScopeView:
 
 
 class Projections:
-    """All scopes this replica has served."""
+    """All scopes this replica holds, least recently used first, within a memory budget.
 
-    def __init__(self, storage: storage_pb2_grpc.StorageServiceStub, rpc_seconds: float) -> None:
+    Catching up runs as one background task per scope (a search that arrives meanwhile waits
+    for it, up to its own deadline, then answers ``PROJECTION_STALE``, never a partial
+    answer); each journal batch is applied under the scope's lock. After every batch the
+    resident estimate of all scopes is checked against ``budget_bytes`` and whole scopes are
+    evicted, least recently used first (never the one being served; it rebuilds on its next
+    search).
+    """
+
+    def __init__(self, storage: storage_pb2_grpc.StorageServiceStub, rpc_seconds: float, *,
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES, progress_seconds: float = PROGRESS_SECONDS) -> None:
         self._storage = storage
         self._rpc_seconds = rpc_seconds
-        self._scopes: dict[tuple[str, str], ScopeProjection] = {}
+        self._budget = budget_bytes
+        self._progress_seconds = progress_seconds
+        self._scopes: OrderedDict[tuple[str, str], ScopeProjection] = OrderedDict()
+        self.evictions = 0
 
     def peek(self, tenant: str, workspace: str) -> ScopeProjection | None:
         return self._scopes.get((tenant, workspace))
 
+    def resident_bytes(self) -> int:
+        return sum(p.estimate_bytes() for p in self._scopes.values())
+
     async def current(self, tenant: str, workspace: str, language: str = DEFAULT_LANGUAGE,
-                      head: int | None = None) -> ScopeProjection:
-        """The scope's projection in the scope's search ``language``, caught up with the journal
-        head. Hold ``.lock`` to read it. A language change starts a fresh projection (every
-        record is analysed anew). ``head``: the journal head just read (with the policy); a
-        projection already there reads no journal (an idle search costs one storage call)."""
-        projection = self._scopes.get((tenant, workspace))
+                      head: int | None = None, wait_seconds: float | None = None) -> ScopeProjection:
+        """The scope's projection in the scope's search ``language``, caught up at least to
+        ``head`` (the journal head just read with the policy; None: whatever the journal says
+        now). Hold ``.lock`` to read it. A language change starts a fresh projection (every
+        record is analysed anew). A projection already at ``head`` reads no journal (an idle
+        search costs one storage call). ``wait_seconds``: how long to wait for a catch-up in
+        progress (a cold rebuild) before ``PROJECTION_STALE``; None waits for it."""
+        key = (tenant, workspace)
+        projection = self._scopes.get(key)
         if projection is None or projection.index.language != language:
-            projection = self._scopes[(tenant, workspace)] = ScopeProjection(LexicalIndex(language))
-        async with projection.lock:
-            if head is None or projection.cursor < head:
-                await self._catch_up(common_pb2.Scope(tenant=tenant, workspace=workspace), projection)
+            if projection is not None:
+                projection.cancel_catch_up()
+            projection = self._scopes[key] = ScopeProjection(LexicalIndex(language))
+        self._scopes.move_to_end(key)
+        deadline = None if wait_seconds is None else time.monotonic() + wait_seconds
+        target = head
+        while target is None or projection.cursor < target:
+            task = projection.catching_up
+            if task is None or task.done():
+                task = projection.catching_up = asyncio.create_task(self._catch_up(key, projection))
+                task.add_done_callback(_retrieve)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(asyncio.shield(task), remaining)
+            except TimeoutError:
+                raise EngramError(Code.PROJECTION_STALE) from None
+            if target is None:
+                break
         return projection
 
     async def policy(self, tenant: str, workspace: str) -> ScopeView:
@@ -117,45 +175,95 @@ class Projections:
         )
         return ScopeView(json.loads(reply.policy_json), int(reply.head_cursor or "0"))
 
-    async def _catch_up(self, scope: common_pb2.Scope, projection: ScopeProjection) -> None:
+    async def _catch_up(self, key: tuple[str, str], projection: ScopeProjection) -> None:
+        scope = common_pb2.Scope(tenant=key[0], workspace=key[1])
+        started = last_report = time.monotonic()
+        reported = False
         while True:
             reply = await self._call(
                 self._storage.ReadJournal,
                 storage_pb2.ReadJournalRequest(scope=scope, after_cursor=str(projection.cursor), limit=JOURNAL_BATCH),
             )
+            head = int(reply.head_cursor or "0")
+            removed: list[str] = []
             to_fetch: dict[str, int] = {}
             for event in reply.events:
-                cursor = int(event.cursor)
                 if event.to_state == ACCEPTED:
-                    to_fetch[event.object_id] = cursor
-                elif event.object_id in projection.records or event.object_id in to_fetch:
+                    to_fetch[event.object_id] = int(event.cursor)
+                else:
                     to_fetch.pop(event.object_id, None)
-                    projection.remove(event.object_id)
-            if to_fetch:
-                await self._fetch(scope, projection, to_fetch)
-            if reply.events:
-                projection.cursor = int(reply.events[-1].cursor)
-            if not reply.events or projection.cursor >= int(reply.head_cursor or "0"):
+                    removed.append(event.object_id)
+            fetched = await self._fetch(scope, to_fetch) if to_fetch else []
+            async with projection.lock:
+                for record_id in removed:
+                    projection.remove(record_id)
+                for record, size in fetched:
+                    projection.add(record, to_fetch[record["record_id"]], size)
+                if reply.events:
+                    projection.cursor = int(reply.events[-1].cursor)
+            self._enforce_budget(key)
+            done = not reply.events or projection.cursor >= head
+            now = time.monotonic()
+            if not done and now - last_report >= self._progress_seconds:
+                last_report, reported = now, True
+                log.info("projection catch-up scope=%s cursor=%d head=%d records=%d elapsed_s=%.1f",
+                         _scope_id(key), projection.cursor, head, len(projection.records), now - started)
+            if done:
+                if reported:
+                    log.info("projection caught up scope=%s cursor=%d records=%d bytes=%d elapsed_s=%.1f",
+                             _scope_id(key), projection.cursor, len(projection.records),
+                             projection.estimate_bytes(), now - started)
                 return
 
-    async def _fetch(self, scope: common_pb2.Scope, projection: ScopeProjection, ids: dict[str, int]) -> None:
-        """Fetch and index ``ids`` (record id → accepted cursor); storage answers at most 4 MiB
-        per reply and defers the rest, which is asked for again until none is left."""
+    def _enforce_budget(self, serving: tuple[str, str]) -> None:
+        resident = self.resident_bytes()
+        for key in list(self._scopes):
+            if resident <= self._budget:
+                return
+            if key == serving:
+                continue
+            projection = self._scopes.pop(key)
+            projection.cancel_catch_up()
+            size = projection.estimate_bytes()
+            resident -= size
+            self.evictions += 1
+            log.info("projection evicted scope=%s records=%d bytes=%d resident_bytes=%d budget_bytes=%d evictions=%d",
+                     _scope_id(key), len(projection.records), size, resident, self._budget, self.evictions)
+        if resident > self._budget:
+            log.warning("projection over budget scope=%s bytes=%d budget_bytes=%d",
+                        _scope_id(serving), resident, self._budget)
+
+    async def _fetch(self, scope: common_pb2.Scope, ids: dict[str, int]) -> list[tuple[dict[str, Any], int]]:
+        """Fetch ``ids`` (still accepted ones, with their JSON size); storage answers at most
+        4 MiB per reply and defers the rest, which is asked for again until none is left."""
         wanted = list(ids)
+        fetched: list[tuple[dict[str, Any], int]] = []
         while wanted:
             reply = await self._call(
                 self._storage.FetchRecords, storage_pb2.FetchRecordsRequest(scope=scope, record_ids=wanted)
             )
             for item in reply.records:
                 if item.state == ACCEPTED and item.record_json:
-                    projection.add(json.loads(item.record_json), ids[item.record_id])
+                    fetched.append((json.loads(item.record_json), len(item.record_json)))
             deferred = list(reply.deferred_ids)
             if len(deferred) >= len(wanted):
                 raise EngramError(Code.PROJECTION_STALE)  # no progress: never loop forever
             wanted = deferred
+        return fetched
 
     async def _call(self, method: Any, request: Any) -> Any:
         try:
             return await method(request, timeout=self._rpc_seconds)
         except grpc.aio.AioRpcError as exc:
             raise error_from_rpc(exc) from None
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Mark a catch-up's failure as seen (the next search starts a new one)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("projection catch-up failed: %s", getattr(task.exception(), "code", type(task.exception()).__name__))
+
+
+def _scope_id(key: tuple[str, str]) -> str:
+    """A short, stable name of a scope for logs (a digest, not the tenant itself)."""
+    return scope_digest(*key)[7:23]

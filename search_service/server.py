@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,7 +24,9 @@ async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], 
     storage_channel = channel(settings.storage_addr)
     pool = ThreadPoolExecutor(max_workers=settings.search_threads, thread_name_prefix="engram-search")
     servicer = SearchServicer(
-        Projections(storage_pb2_grpc.StorageServiceStub(storage_channel), settings.storage_rpc_seconds),
+        Projections(storage_pb2_grpc.StorageServiceStub(storage_channel), settings.storage_rpc_seconds,
+                    budget_bytes=settings.projection_budget_bytes,
+                    progress_seconds=settings.projection_progress_seconds),
         CursorCodec(settings.cursor_key.encode("utf-8"), ttl_ms=settings.cursor_ttl_seconds * 1000),
         pinned_hits=settings.pinned_hits,
         pool=pool,
@@ -32,6 +35,7 @@ async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], 
     running = await create_server(
         settings, lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server)
     )
+    servicer.replica_id = settings.replica_id or f"{socket.gethostname()}:{running.port}"
 
     async def close() -> None:
         await storage_channel.close()

@@ -31,6 +31,7 @@ from engram_core.redaction import project
 log = logging.getLogger("engram.search")
 
 SURFACES = ("lexical_index", "page_cache")
+DEADLINE_MARGIN_SECONDS = 0.25
 DEFAULT_PINNED_HITS = 200
 DEFAULT_PAGE_CACHE_BYTES = 32 * 1024 * 1024
 # What one cached RankedHit costs (tuple, floats, ints; the record id string is shared).
@@ -100,7 +101,10 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
     scope's projection lock is held."""
 
     def __init__(self, projections: Projections, codec: CursorCodec, *, pinned_hits: int = DEFAULT_PINNED_HITS,
-                 pool: Executor | None = None, page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES) -> None:
+                 pool: Executor | None = None, page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES,
+                 replica_id: str = "") -> None:
+        # Named in coverage receipts; the server sets it once the port is bound.
+        self.replica_id = replica_id
         self._projections = projections
         self._codec = codec
         self._pages = PageCache(page_cache_bytes)
@@ -117,8 +121,12 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             # No semantic channel is configured yet; never a silent lexical fallback.
             raise EngramError(Code.RANKING_UNAVAILABLE)
         view = await self._projections.policy(tenant, workspace)
+        remaining = context.time_remaining()
+        # A scope still (re)building is waited for until just before the caller's deadline,
+        # then PROJECTION_STALE: never a partial answer.
+        wait = None if remaining is None else max(0.0, remaining - DEADLINE_MARGIN_SECONDS)
         projection = await self._projections.current(tenant, workspace, view.policy.get("language", DEFAULT_LANGUAGE),
-                                                     view.head)
+                                                     view.head, wait_seconds=wait)
         async with projection.lock:
             value = await asyncio.get_running_loop().run_in_executor(
                 self._pool, self._answer, projection, args, tenant, workspace, caller.principal,
@@ -221,7 +229,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             async with projection.lock:
                 projection.remove(request.record_id)
         self._pages.drop_record(request.record_id)
-        return search_pb2.InvalidateResponse(surfaces=list(SURFACES))
+        return search_pb2.InvalidateResponse(surfaces=list(SURFACES), replica_id=self.replica_id)
 
 
 def _ids_digest(ordering: Ordering) -> str:

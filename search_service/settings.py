@@ -18,8 +18,15 @@ class SearchSettings(GrpcServiceSettings):
     # How many of the best hits a first page pins (ranked exactly; the ordered-ids digest and
     # every later page cover this list, and paging ends after it).
     pinned_hits: int = Field(200, ge=50, le=10_000)
+    # This replica's name in coverage receipts (default: hostname:port).
+    replica_id: str = Field("", pattern=r"^[A-Za-z0-9._:\[\]-]{0,128}$")
     # Threads that rank and build pages off the event loop.
     search_threads: int = Field(2, ge=1, le=64)
+    # Resident estimate of all scope projections; beyond it whole scopes are evicted, least
+    # recently used first (they rebuild from the journal on their next search).
+    projection_budget_bytes: int = Field(1024 * 1024 * 1024, ge=16 * 1024 * 1024)
+    # Seconds between progress lines of a long catch-up (a cold rebuild).
+    projection_progress_seconds: float = Field(5.0, gt=0)
     # Bytes of pinned orderings kept for later pages (least recently used dropped first).
     page_cache_bytes: int = Field(32 * 1024 * 1024, ge=1024 * 1024)
 

@@ -27,6 +27,9 @@ from storage_service.store import Scope
 
 _CURSOR_RE = re.compile(r"^(0|[1-9][0-9]{0,18})\Z")
 SURFACE_RE = re.compile(r"^[a-z_]{1,64}\Z")
+# A search replica's id: a host name or address and a port (no spaces, no control characters).
+REPLICA_RE = re.compile(r"^[A-Za-z0-9._:\[\]-]{1,128}\Z")
+MAX_REPLICAS = 256
 
 
 def scope_of(message: common_pb2.Scope) -> Scope:
@@ -166,10 +169,15 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         if row.get("coverage_receipt_digest"):
             return storage_pb2.RecordCoverageResponse(coverage_receipt_digest=row["coverage_receipt_digest"])
         surfaces = sorted(set(request.surfaces))
+        replicas = sorted(set(request.replicas))
         if not surfaces or not all(SURFACE_RE.match(s) for s in surfaces):
             raise EngramError(Code.INVALID_SCHEMA)
-        digest_value = coverage_receipt(row, surfaces)["receipt_digest"]
-        await outbox.complete(self._d.store, row["_id"], coverage_receipt_digest=digest_value, surfaces=surfaces)
+        if not replicas or len(replicas) > MAX_REPLICAS or not all(REPLICA_RE.match(r) for r in replicas):
+            raise EngramError(Code.INVALID_SCHEMA)
+        receipt = coverage_receipt(row, surfaces, replicas)
+        await outbox.complete(self._d.store, row["_id"], coverage_receipt_digest=receipt["receipt_digest"],
+                              surfaces=surfaces, replicas=replicas, coverage_receipt=receipt)
+        digest_value = receipt["receipt_digest"]
         return storage_pb2.RecordCoverageResponse(coverage_receipt_digest=digest_value)
 
     @rpc_boundary
@@ -182,11 +190,12 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         )
 
 
-def coverage_receipt(row: dict[str, Any], surfaces: list[str]) -> dict[str, Any]:
-    """The coverage receipt of a forgotten record: which surfaces confirmed its removal."""
+def coverage_receipt(row: dict[str, Any], surfaces: list[str], replicas: list[str]) -> dict[str, Any]:
+    """The coverage receipt of a forgotten record: which surfaces of which search replicas
+    confirmed its removal."""
     return with_digest(
         "coverage",
-        {"record_id": row["object_id"], "scope_digest": row["scope"], "surfaces": surfaces,
+        {"record_id": row["object_id"], "scope_digest": row["scope"], "surfaces": surfaces, "replicas": replicas,
          "completed_at": format_instant(now_ms())},
         "receipt_digest",
     )

@@ -172,8 +172,17 @@ def test_services_select_one_component_on_a_named_port(manifests: Rendered) -> N
 def test_callers_address_the_services_on_their_ports(manifests: Rendered) -> None:
     config = find_named(manifests, "ConfigMap", CONFIG_MAP)
     assert config is not None
-    for callee in ("storage", "search", "admission"):
+    for callee in ("storage", "admission"):
         assert config["data"][f"ENGRAM_{callee.upper()}_ADDR"] == f"engram-{callee}:{GRPC_PORTS[callee]}"
+    # Search: every replica through the headless Service (per-call round robin; the worker
+    # invalidates each one).
+    port = GRPC_PORTS["search"]
+    assert config["data"]["ENGRAM_SEARCH_ADDR"] == f"dns:///engram-search-replicas:{port}"
+    assert config["data"]["ENGRAM_SEARCH_REPLICAS"] == f"engram-search-replicas:{port}"
+    headless = find_named(manifests, "Service", "engram-search-replicas")
+    assert headless is not None and headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is False
+    assert headless["spec"]["selector"] == find_named(manifests, "Service", "engram-search")["spec"]["selector"]
 
 
 def test_the_gateway_is_scaled_by_its_hpa_alone(manifests: Rendered) -> None:

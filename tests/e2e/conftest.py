@@ -1,4 +1,4 @@
-"""The end-to-end fixture: the README's ``engram up`` as a real child process (five services,
+"""The end-to-end fixture: the README's ``engram up`` as a real child process (six services:
 each its own process) against the session's MongoDB-protocol server and Redis."""
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ def stack(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFacto
         "ENGRAM_DEPLOYMENT": f"e2e-{tag}",
     }
     try:
-        running = spawn_up(tmp_path_factory.mktemp("stack") / "engram", free_port(), env)
+        # Two search replicas: every e2e search is spread over both (round robin), so each test
+        # also checks that the replicas agree.
+        running = spawn_up(tmp_path_factory.mktemp("stack") / "engram", free_port(), env,
+                           extra_args=("--search-replicas", "2"))
     except SpawnError as exc:
         pytest.fail(str(exc))
     print(f"\nengram up ready in {running.startup_seconds:.2f}s")

@@ -124,3 +124,11 @@ async def admit(storage: Storage, who: Who, candidate_id: str) -> dict[str, Any]
     await asyncio.to_thread(run_decision, clients, begun.request_id)
     decided = await storage.stub.BeginAdmission(begin_request(who, candidate_id))
     return json.loads(decided.outcome_json)
+
+
+async def accepted_record(storage: Storage, who: Who, text: str) -> tuple[str, str]:
+    """Capture and admit ``text``; (candidate id, record id) of the accepted record."""
+    candidate_id = (await capture(storage, who, text))["candidate_id"]
+    outcome = await admit(storage, who, candidate_id)
+    assert outcome["status"] == "accepted", outcome
+    return candidate_id, outcome["record_id"]

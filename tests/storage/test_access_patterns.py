@@ -210,7 +210,7 @@ async def measure(storage: Storage, counter: Any, relay: Relay, who: Who) -> dic
     await step("forget", lambda: stub.Forget(transition_request(who, "engram_memory_forget", record_id)))
     invalidate = await outbox_id(storage, INVALIDATE_PROJECTION, record_id)
     await step("record_coverage", lambda: stub.RecordCoverage(storage_pb2.RecordCoverageRequest(
-        outbox_id=invalidate, surfaces=["lexical"])))
+        outbox_id=invalidate, surfaces=["lexical"], replicas=["search-0:50052"])))
     return seen
 
 

@@ -8,20 +8,16 @@ import json
 import pytest
 
 from engram_api.storage.v1 import storage_pb2
+from engram_core.digests import digest
 from engram_core.taskq import DESTROY_KEY, INVALIDATE_PROJECTION
 from engram_core.ids import is_record_id_strict
 from storage_service.store import Scope
 from storage_service.vault import RECORD
-from tests.storage.helpers import Storage, Who, admit, begin_request, capture, enable, rpc_code, transition_request
+from tests.storage.helpers import (
+    Storage, Who, accepted_record, admit, begin_request, capture, enable, rpc_code, transition_request,
+)
 
 WITHDRAW, FORGET = "engram_memory_withdraw", "engram_memory_forget"
-
-
-async def accepted_record(storage: Storage, who: Who, text: str) -> tuple[str, str]:
-    candidate_id = (await capture(storage, who, text))["candidate_id"]
-    outcome = await admit(storage, who, candidate_id)
-    assert outcome["status"] == "accepted", outcome
-    return candidate_id, outcome["record_id"]
 
 
 async def test_accept_makes_a_readable_record(storage: Storage) -> None:
@@ -141,11 +137,33 @@ async def test_erasure_destroys_the_key_and_reports_coverage(storage: Storage) -
     doc = await store.records.find_one({"_id": record_id})
     assert await rpc_code(storage.deps.vault.open(Scope(who.tenant, who.workspace), record_id, RECORD, doc["blob"])) == "BLOB_MISSING"
     invalidate = await store.outbox.find_one({"object_id": record_id, "task": INVALIDATE_PROJECTION})
+    for bad in ([], ["search a:1"], ["x" * 129], [f"s{i}:1" for i in range(257)]):
+        assert await rpc_code(storage.stub.RecordCoverage(storage_pb2.RecordCoverageRequest(
+            outbox_id=invalidate["_id"], surfaces=["lexical_index"], replicas=bad))) == "INVALID_SCHEMA"
     coverage = await storage.stub.RecordCoverage(storage_pb2.RecordCoverageRequest(
-        outbox_id=invalidate["_id"], surfaces=["page_cache", "lexical_index"]))
+        outbox_id=invalidate["_id"], surfaces=["page_cache", "lexical_index"],
+        replicas=["search-b:50052", "search-a:50052", "search-b:50052"]))
     replay = json.loads((await storage.stub.Forget(request)).value_json)
     assert replay["replayed"] is True and replay["projection_invalidation"] == "complete"
     assert replay["coverage_receipt_digest"] == coverage.coverage_receipt_digest
+    row = await store.outbox.find_one({"_id": invalidate["_id"]})
+    receipt = row["coverage_receipt"]
+    assert receipt["replicas"] == ["search-a:50052", "search-b:50052"]
+    assert receipt["surfaces"] == ["lexical_index", "page_cache"]
+    assert receipt["receipt_digest"] == coverage.coverage_receipt_digest
+    assert digest("coverage", {k: v for k, v in receipt.items() if k != "receipt_digest"}) == receipt["receipt_digest"]
+
+
+async def test_coverage_takes_up_to_256_replicas(storage: Storage) -> None:
+    who = Who()
+    await enable(storage, who)
+    _, record_id = await accepted_record(storage, who, "Covered by many replicas.")
+    await storage.stub.Forget(transition_request(who, FORGET, record_id))
+    invalidate = await storage.deps.store.outbox.find_one({"object_id": record_id, "task": INVALIDATE_PROJECTION})
+    replicas = [f"search-{i}.search.engram.svc:50052" for i in range(255)] + ["[::1]:50052"]
+    coverage = await storage.stub.RecordCoverage(storage_pb2.RecordCoverageRequest(
+        outbox_id=invalidate["_id"], surfaces=["lexical_index"], replicas=replicas))
+    assert coverage.coverage_receipt_digest.startswith("sha256:")
 
 
 async def test_forgotten_content_goes_to_adjudication(storage: Storage) -> None:

@@ -30,7 +30,9 @@ class InvalidateRequest(_message.Message):
     def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., record_id: _Optional[str] = ...) -> None: ...
 
 class InvalidateResponse(_message.Message):
-    __slots__ = ("surfaces",)
+    __slots__ = ("surfaces", "replica_id")
     SURFACES_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     surfaces: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, surfaces: _Optional[_Iterable[str]] = ...) -> None: ...
+    replica_id: str
+    def __init__(self, surfaces: _Optional[_Iterable[str]] = ..., replica_id: _Optional[str] = ...) -> None: ...

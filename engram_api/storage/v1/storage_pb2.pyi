@@ -216,12 +216,14 @@ class DestroyKeyResponse(_message.Message):
     def __init__(self, key_destruction_receipt_digest: _Optional[str] = ...) -> None: ...
 
 class RecordCoverageRequest(_message.Message):
-    __slots__ = ("outbox_id", "surfaces")
+    __slots__ = ("outbox_id", "surfaces", "replicas")
     OUTBOX_ID_FIELD_NUMBER: _ClassVar[int]
     SURFACES_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     outbox_id: str
     surfaces: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, outbox_id: _Optional[str] = ..., surfaces: _Optional[_Iterable[str]] = ...) -> None: ...
+    replicas: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, outbox_id: _Optional[str] = ..., surfaces: _Optional[_Iterable[str]] = ..., replicas: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecordCoverageResponse(_message.Message):
     __slots__ = ("coverage_receipt_digest",)

@@ -1,0 +1,267 @@
+"""Search at scale: the real stack (``engram up``), populated through the real write path,
+searched through MCP and directly over gRPC.
+
+    python bench/search_scale_bench.py --sizes 1000,10000,100000 [--scopes 10 --scope-records 10000]
+                                       [--queries 300] [--load-concurrency 24]
+
+One scope grows to each size in turn (capture over StorageService gRPC, admission over
+AdmissionService gRPC: a real Celery worker decides every record); at each size it prints the
+load rate, MCP search p50/p95/p99 at concurrency 1 and throughput at concurrency 4, direct
+gRPC search latency, and the search process's resident memory per record. Then it kills the
+search process (``engram up`` restarts it) and times the cold rebuild of the largest scope.
+``--scopes N`` adds N more scopes of ``--scope-records`` each and measures search across
+them. Figures only: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import grpc  # noqa: E402
+
+from bench.common import report, rss_mib, versions  # noqa: E402
+from bench.search_bench import make_vocabulary  # noqa: E402
+from engram_api.admission.v1 import admission_pb2, admission_pb2_grpc  # noqa: E402
+from engram_api.common.v1 import common_pb2  # noqa: E402
+from engram_api.search.v1 import search_pb2, search_pb2_grpc  # noqa: E402
+from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc  # noqa: E402
+from engram_cli.datastores import free_port  # noqa: E402
+from engram_cli.spawn import SpawnedStack, spawn_up  # noqa: E402
+from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE  # noqa: E402
+from engram_core.canonical import canonicalize  # noqa: E402
+from engram_core.digests import operation_digest  # noqa: E402
+from engram_core.grpc_errors import error_from_rpc  # noqa: E402
+from engram_core.grpc_server import channel  # noqa: E402
+from engram_core.schemas.validate import with_defaults  # noqa: E402
+from engram_hostkit import HostFile  # noqa: E402
+from engram_hostkit.client import EngramClient  # noqa: E402
+from engram_hostkit.examples import make_capture_args, make_search_args  # noqa: E402
+
+PURPOSE = "purpose:bench"
+PRINCIPAL = "user:bench"
+
+
+class Corpus:
+    """Zipf-distributed texts and queries over a 20k-word vocabulary (fixed seed)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.words, self.cum = make_vocabulary(self.rng, 20_000)
+
+    def text(self, i: int) -> str:
+        words = self.rng.choices(self.words, cum_weights=self.cum, k=self.rng.randint(12, 50))
+        return f"Memory {i}: " + " ".join(words)
+
+    def query(self) -> str:
+        return " ".join(self.rng.choices(self.words, cum_weights=self.cum, k=self.rng.randint(2, 4)))
+
+
+class Scope:
+    def __init__(self, stack: SpawnedStack, tenant: str, workspace: str) -> None:
+        self.tenant, self.workspace = tenant, workspace
+        self.caller = common_pb2.Caller(scope=common_pb2.Scope(tenant=tenant, workspace=workspace),
+                                        principal=PRINCIPAL, purpose_ref=PURPOSE)
+        self.records = 0
+
+
+async def load(scope: Scope, corpus: Corpus, count: int, concurrency: int, storage: Any, admission: Any,
+               tag: str, progress: bool) -> float:
+    """Capture and admit ``count`` more records; returns records per second."""
+    sem = asyncio.Semaphore(concurrency)
+    start = time.perf_counter()
+    done = 0
+
+    async def one(i: int) -> None:
+        nonlocal done
+        async with sem:
+            args = make_capture_args(idempotency_key=f"bench-{tag}-{i:07d}", text=corpus.text(i), purpose_ref=PURPOSE)
+            captured = await storage.Capture(storage_pb2.CaptureRequest(
+                caller=scope.caller, idempotency_key=args["idempotency_key"],
+                operation_digest=operation_digest("engram_memory_capture", args),
+                payload_json=canonicalize(args["payload"]), evidence_json=canonicalize(args["evidence"])), timeout=60)
+            candidate = json.loads(captured.value_json)["candidate_id"]
+            key = f"bench-{tag}-adm-{i:07d}"
+            admitted = await admission.RequestAdmission(admission_pb2.RequestAdmissionRequest(
+                caller=scope.caller, candidate_id=candidate, idempotency_key=key,
+                operation_digest=operation_digest("engram_memory_request_admission",
+                                                  {"candidate_id": candidate, "idempotency_key": key})), timeout=120)
+            outcome = json.loads(admitted.value_json)["outcome"]
+            if outcome["status"] != "accepted":
+                raise RuntimeError(f"record {i} not accepted: {outcome['status']}")
+            done += 1
+            if progress and done % 1000 == 0:
+                rate = done / (time.perf_counter() - start)
+                print(f"#   loaded {scope.records + done}/{scope.records + count} ({rate:.1f}/s)", file=sys.stderr,
+                      flush=True)
+
+    await asyncio.gather(*(one(scope.records + i) for i in range(count)))
+    scope.records += count
+    return count / (time.perf_counter() - start)
+
+
+def search_request(scope: Scope, query: str) -> search_pb2.SearchRequest:
+    args = with_defaults("engram_memory_search", make_search_args(query, PURPOSE))
+    return search_pb2.SearchRequest(caller=scope.caller, arguments_json=canonicalize(args))
+
+
+async def direct_search(stub: Any, scope: Scope, query: str, timeout: float = 30.0) -> int:
+    reply = await stub.Search(search_request(scope, query), timeout=timeout)
+    return len(json.loads(reply.value_json)["records"])
+
+
+async def measure(stack: SpawnedStack, scope: Scope, corpus: Corpus, queries: int, search_stub: Any) -> dict[str, Any]:
+    texts = [corpus.query() for _ in range(queries)]
+    await direct_search(search_stub, scope, texts[0], timeout=600)  # catch up once (not timed)
+    direct: list[float] = []
+    for text in texts:
+        start = time.perf_counter()
+        await direct_search(search_stub, scope, text)
+        direct.append((time.perf_counter() - start) * 1000)
+    host = HostFile.load(str(stack.host_file))
+    mcp: list[float] = []
+    async with EngramClient.connect(host, principal=PRINCIPAL, purpose_ref=PURPOSE, tenant=scope.tenant,
+                                    workspace=scope.workspace) as memory:
+        for text in texts[:20]:  # warm-up
+            await memory.call("engram_memory_search", make_search_args(text, PURPOSE))
+        for text in texts:
+            start = time.perf_counter()
+            envelope = await memory.call("engram_memory_search", make_search_args(text, PURPOSE))
+            mcp.append((time.perf_counter() - start) * 1000)
+            if not envelope["ok"]:
+                raise RuntimeError(f"search failed: {envelope['error']['code']}")
+
+        sem = asyncio.Semaphore(4)
+        parallel: list[float] = []
+
+        async def one(text: str) -> None:
+            async with sem:
+                start = time.perf_counter()
+                await memory.call("engram_memory_search", make_search_args(text, PURPOSE))
+                parallel.append((time.perf_counter() - start) * 1000)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(t) for t in texts))
+        wall4 = time.perf_counter() - start
+    return {"mcp": mcp, "direct": direct, "parallel": parallel, "wall4": wall4}
+
+
+async def cold_rebuild(stack: SpawnedStack, scope: Scope, search_addr: str) -> tuple[float, float]:
+    """Kill the search process, wait for its restart, time the first full answer."""
+    pid = stack.pids()["search"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while stack.pids().get("search") == pid and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    chan = channel(search_addr)
+    stub = search_pb2_grpc.SearchServiceStub(chan)
+    start = time.perf_counter()
+    while True:
+        try:
+            await direct_search(stub, scope, "memory", timeout=600)
+            break
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE and not error_from_rpc(exc).retriable:
+                raise
+            await asyncio.sleep(0.05)
+    seconds = time.perf_counter() - start
+    await chan.close()
+    return seconds, rss_mib(stack.pids()["search"])
+
+
+async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
+    state = stack.state()
+    storage_chan, admission_chan, search_chan = (channel(state[k]) for k in ("storage_addr", "admission_addr",
+                                                                                "search_addr"))
+    storage = storage_pb2_grpc.StorageServiceStub(storage_chan)
+    admission = admission_pb2_grpc.AdmissionServiceStub(admission_chan)
+    search = search_pb2_grpc.SearchServiceStub(search_chan)
+    corpus = Corpus(opts.seed)
+    tag = uuid.uuid4().hex[:6]
+    main_scope = Scope(stack, DEV_TENANT, DEV_WORKSPACE)
+    search_pid = stack.pids()["search"]
+    rss_empty = rss_mib(search_pid)
+    print(f"# search scale bench: {versions()}")
+    print(f"# data: sizes={opts.sizes} queries={opts.queries} load_concurrency={opts.load_concurrency} "
+          f"texts=12-50 Zipf words of 20k, queries=2-4 Zipf words, page limit 10, one search replica")
+    print(f"# search process RSS empty: {rss_empty:.1f} MiB")
+    for size in opts.sizes:
+        rate = await load(main_scope, corpus, size - main_scope.records, opts.load_concurrency, storage, admission,
+                          tag, opts.progress)
+        figures = await measure(stack, main_scope, corpus, opts.queries, search)
+        rss = rss_mib(search_pid)
+        print(f"## one scope, {size} records (load {rate:.1f} records/s through storage + admission gRPC)")
+        print(report("mcp search c=1", figures["mcp"], sum(figures["mcp"]) / 1000))
+        print(report("mcp search c=4", figures["parallel"], figures["wall4"]))
+        print(report("grpc search c=1", figures["direct"], sum(figures["direct"]) / 1000))
+        print(f"search RSS {rss:.1f} MiB: {(rss - rss_empty) * 2**20 / size:.0f} B/record over the empty process")
+    if opts.scopes:
+        scopes = []
+        for n in range(opts.scopes):
+            extra = Scope(stack, f"bench-{tag}-{n}", "default")
+            stack.admin("enable", "--tenant", extra.tenant, "--workspace", extra.workspace)
+            rate = await load(extra, corpus, opts.scope_records, opts.load_concurrency, storage, admission,
+                              f"{tag}-s{n}", opts.progress)
+            scopes.append(extra)
+            print(f"# scope {n + 1}/{opts.scopes}: {opts.scope_records} records at {rate:.1f}/s", file=sys.stderr)
+        samples: list[float] = []
+        for i in range(opts.queries):
+            scope = scopes[i % len(scopes)]
+            start = time.perf_counter()
+            await direct_search(search, scope, corpus.query(), timeout=600)
+            samples.append((time.perf_counter() - start) * 1000)
+        print(f"## {opts.scopes} more scopes of {opts.scope_records} records, searched round robin")
+        print(report("grpc search c=1 (first pass builds)", samples, sum(samples) / 1000))
+        samples = []
+        for i in range(opts.queries):
+            scope = scopes[i % len(scopes)]
+            start = time.perf_counter()
+            await direct_search(search, scope, corpus.query())
+            samples.append((time.perf_counter() - start) * 1000)
+        print(report("grpc search c=1 (warm)", samples, sum(samples) / 1000))
+        rss = rss_mib(search_pid)
+        total = main_scope.records + opts.scopes * opts.scope_records
+        print(f"search RSS {rss:.1f} MiB for {total} records: {(rss - rss_empty) * 2**20 / total:.0f} B/record")
+    seconds, rss = await cold_rebuild(stack, main_scope, state["search_addr"])
+    print(f"## cold rebuild of the {main_scope.records}-record scope after a search restart: {seconds:.1f} s "
+          f"({main_scope.records / seconds:.0f} records/s), RSS after {rss:.1f} MiB")
+    for chan in (storage_chan, admission_chan, search_chan):
+        await chan.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=[1000, 10000])
+    parser.add_argument("--scopes", type=int, default=0)
+    parser.add_argument("--scope-records", type=int, default=10000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--load-concurrency", type=int, default=24)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--progress", action="store_true", help="print load progress to stderr")
+    opts = parser.parse_args()
+    if opts.sizes != sorted(opts.sizes):
+        parser.error("--sizes must grow")
+    env = {k: v for k, v in os.environ.items() if k not in ("ENGRAM_MONGO_URL", "ENGRAM_REDIS_URL")}
+    with tempfile.TemporaryDirectory() as tmp:
+        stack = spawn_up(Path(tmp) / "engram", free_port(), env)
+        try:
+            asyncio.run(run(opts, stack))
+        finally:
+            stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""Two search replicas behind one gateway (``engram up --search-replicas 2``): a record is
+found on both, a forget makes it invisible on both before its answer, the worker's
+invalidation reaches both, and the coverage receipt names both."""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+
+import grpc
+from pymongo import MongoClient
+
+from engram_api.common.v1 import common_pb2
+from engram_api.search.v1 import search_pb2, search_pb2_grpc
+from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE
+from engram_core.canonical import canonicalize
+from engram_core.schemas.validate import with_defaults
+from engram_core.taskq import INVALIDATE_PROJECTION
+from engram_hostkit.examples import make_capture_args, make_forget_args, make_request_admission_args, make_search_args
+from tests.e2e.conftest import RunningStack
+from tests.e2e.test_scenario import PURPOSE, connect, until, value
+
+
+async def found_on(replica: str, query: str) -> list[str]:
+    """The record ids one replica answers for ``query`` (called directly, as the gateway does)."""
+    caller = common_pb2.Caller(scope=common_pb2.Scope(tenant=DEV_TENANT, workspace=DEV_WORKSPACE),
+                               principal="user:ada", purpose_ref=PURPOSE)
+    args = with_defaults("engram_memory_search", make_search_args(query, PURPOSE))
+    async with grpc.aio.insecure_channel(replica) as channel:
+        reply = await search_pb2_grpc.SearchServiceStub(channel).Search(
+            search_pb2.SearchRequest(caller=caller, arguments_json=canonicalize(args)), timeout=20)
+    return [packet["record"]["record_id"] for packet in json.loads(reply.value_json)["records"]]
+
+
+async def test_forget_reaches_every_search_replica(stack: RunningStack) -> None:
+    replicas = stack.state()["search_replicas"]
+    assert len(replicas) == 2
+    tag = uuid.uuid4().hex[:8]
+    query = f"lighthouse beacon {tag}"
+    async with connect(stack, "http") as memory:
+        captured = value(await memory.call("engram_memory_capture", make_capture_args(
+            idempotency_key=f"e2e-replica-{tag}-0001", text=f"The lighthouse beacon {tag} turns every 20 s.",
+            purpose_ref=PURPOSE)))
+        admitted = value(await memory.call("engram_memory_request_admission", make_request_admission_args(
+            captured["candidate_id"], f"e2e-replica-admit-{tag}")))
+        record_id = admitted["outcome"]["record_id"]
+        # Both replicas hold it (each built its projection of the scope).
+        for replica in replicas:
+            assert await found_on(replica, query) == [record_id]
+        # Through the gateway, searches alternate between the replicas and agree.
+        for _ in range(4):
+            found = value(await memory.call("engram_memory_search", make_search_args(query, PURPOSE)))
+            assert [p["record"]["record_id"] for p in found["records"]] == [record_id]
+
+        forget = make_forget_args(record_id, f"e2e-replica-forget-{tag}")
+        await memory.call("engram_memory_forget", forget, approver="human:ada")
+        # Gone on both at once (each replica catches up to the journal head before answering).
+        for replica in replicas:
+            assert await found_on(replica, query) == []
+        finished = await until(lambda: memory.call("engram_memory_forget", forget, approver="human:ada"),
+                               lambda v: v["projection_invalidation"] == "complete")
+
+    with MongoClient(stack.env["ENGRAM_MONGO_URL"]) as client:
+        row = client[stack.env["ENGRAM_MONGO_DB"]].outbox.find_one(
+            {"object_id": record_id, "task": INVALIDATE_PROJECTION})
+    receipt = row["coverage_receipt"]
+    assert receipt["receipt_digest"] == finished["coverage_receipt_digest"]
+    host = socket.gethostname()
+    assert receipt["replicas"] == sorted(f"{host}:{addr.rsplit(':', 1)[1]}" for addr in replicas)
+    assert receipt["surfaces"] == ["lexical_index", "page_cache"]

@@ -109,6 +109,23 @@ def test_the_fast_path_matches_the_reference_on_a_random_corpus() -> None:
     assert fast_taken > 1000  # the corpus exercises the fast path, not only the fallback
 
 
+def test_mixed_values_match_the_reference() -> None:
+    """Floats beside plain subtrees (a search page: scores next to records) take the mixed
+    walk; its output is the reference's."""
+    rng = random.Random(2028)
+    for _ in range(3000):
+        value = {"score": rng.choice([0.5, 1.0, 0.0, 1e-7, 0.123456789012, 1e21]),
+                 "rank": rng.randint(1, 50), "record": _random_value(rng),
+                 "list": [_random_value(rng), 0.25, {"x": [_random_value(rng), 1e-7]}]}
+        assert not _plain(value)
+        assert canonicalize(value) == canonicalize_slow(value), value
+    for bad in ({"s": 0.5, "k": {"x": "\ud800"}}, [0.5, float("nan")], {"s": 0.5, "big": SAFE_INT_MAX + 1}):
+        with pytest.raises(ValueError):
+            canonicalize(bad)
+    with pytest.raises(TypeError):
+        canonicalize({"s": 0.5, "k": {1: "x"}})
+
+
 def test_the_fast_path_refuses_what_the_reference_refuses() -> None:
     for bad in ({"k": "\ud800"}, ["x\udfff"], {"\ud800": 1}):
         with pytest.raises(ValueError):

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from search_service.budget import DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets  # noqa: E402
 from search_service.cursors import MAX_TOKEN_LENGTH  # noqa: E402
+from engram_core.canonical import canonicalize  # noqa: E402
 from engram_core.digests import digest  # noqa: E402
 from search_service.projection import ScopeProjection  # noqa: E402
 from search_service.service import DEFAULT_PINNED_HITS as PINNED_HITS  # noqa: E402
@@ -92,14 +93,15 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def build_index(records: list[dict]) -> ScopeProjection:
+def build_index(texts: list[bytes]) -> ScopeProjection:
+    """As the service builds a scope: each record parsed from its JSON, the JSON kept."""
     projection = ScopeProjection()
-    for rec in records:
-        projection.add(rec, cursor=1)
+    for raw in texts:
+        projection.add(json.loads(raw), cursor=1, raw=raw)
     return projection
 
 
-def search_page(projection: ScopeProjection, by_id: dict[str, dict], query: str) -> tuple[float, int]:
+def search_page(projection: ScopeProjection, query: str) -> tuple[float, int]:
     """One query through the library as the service runs it; returns (lexical seconds, hits)."""
     t0 = time.perf_counter()
     scores = projection.scores(query)
@@ -109,7 +111,7 @@ def search_page(projection: ScopeProjection, by_id: dict[str, dict], query: str)
     digest("rank", {"ordered_ids": [hit.record_id for hit in ranked]})
     packets = []
     for hit in ranked[:PAGE_LIMIT]:
-        packet = project(by_id[hit.record_id])
+        packet = project(projection.record(hit.record_id))
         packet["score"] = hit.score
         packet["rank"] = hit.rank
         packets.append(packet)
@@ -127,14 +129,14 @@ def percentile(sorted_values: list[float], q: float) -> float:
 def run(n: int, queries: int, seed: int, trace: bool, freeze: bool) -> dict:
     rng = random.Random(seed)
     words, cum = make_vocabulary(rng, 20_000)
-    records = [make_record(rng, i, words, cum) for i in range(n)]
-    by_id = {rec["record_id"]: rec for rec in records}
+    # The records' JSON exists before the build (storage's replies): RSS growth is the index.
+    texts = [canonicalize(make_record(rng, i, words, cum)) for i in range(n)]
     query_texts = [" ".join(rng.choices(words, cum_weights=cum, k=rng.randint(2, 5)))
                    for _ in range(queries)]
     gc.collect()
     rss_before = rss_bytes()
     t0 = time.perf_counter()
-    index = build_index(records)
+    index = build_index(texts)
     build_s = time.perf_counter() - t0
     gc.collect()
     rss_delta = rss_bytes() - rss_before
@@ -143,18 +145,18 @@ def run(n: int, queries: int, seed: int, trace: bool, freeze: bool) -> dict:
         del index
         gc.collect()
         tracemalloc.start()
-        index = build_index(records)
+        index = build_index(texts)
         traced = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
     if freeze:
         gc.freeze()  # what a service can do after (re)building its projections
     for query in query_texts[: min(20, queries)]:  # warm-up
-        search_page(index, by_id, query)
+        search_page(index, query)
     totals, lexicals, hit_counts = [], [], []
     t_all = time.perf_counter()
     for query in query_texts:
         start = time.perf_counter()
-        lexical_s, hits = search_page(index, by_id, query)
+        lexical_s, hits = search_page(index, query)
         totals.append(time.perf_counter() - start)
         lexicals.append(lexical_s)
         hit_counts.append(hits)
@@ -170,7 +172,7 @@ def run(n: int, queries: int, seed: int, trace: bool, freeze: bool) -> dict:
         "docs_per_s": round(n / build_s),
         "rss_delta_mb": round(rss_delta / 2**20, 1),
         "rss_per_record_b": round(rss_delta / n),
-        "text_per_record_b": round(sum(len(json.dumps(r)) for r in records) / n),
+        "text_per_record_b": round(sum(len(t) for t in texts) / n),
         "index_buffers_per_record_b": round((index.index.nbytes() + index.table.nbytes()) / n),
         "traced_mb": None if traced is None else round(traced / 2**20, 1),
         "median_hits": statistics.median(hit_counts),

@@ -77,10 +77,14 @@ def _shortest(value: float) -> tuple[str, int]:
     return stripped or "0", exponent
 
 
-def _encode(value: object, out: list[str], depth: int) -> None:
+def _encode(value: object, out: list[str], depth: int, mixed: bool = False) -> None:
+    """The reference encoder. ``mixed``: hand every plain subtree (no floats: see ``_FAST``)
+    to the C encoder, so a search page's few scores do not send its records down this walk."""
     if depth > 1000:
         raise ValueError("nesting too deep")
-    if value is None:
+    if mixed and isinstance(value, (dict, list, tuple)) and _plain(value):
+        out.append(_FAST.encode(value))
+    elif value is None:
         out.append("null")
     elif value is True:
         out.append("true")
@@ -100,14 +104,14 @@ def _encode(value: object, out: list[str], depth: int) -> None:
                 out.append(",")
             _string(key, out)
             out.append(":")
-            _encode(value[key], out, depth + 1)
+            _encode(value[key], out, depth + 1, mixed)
         out.append("}")
     elif isinstance(value, (list, tuple)):
         out.append("[")
         for i, item in enumerate(value):
             if i:
                 out.append(",")
-            _encode(item, out, depth + 1)
+            _encode(item, out, depth + 1, mixed)
         out.append("]")
     else:
         raise TypeError(f"not a JSON value: {type(value).__name__}")
@@ -150,43 +154,13 @@ def canonicalize_slow(value: object) -> bytes:
     return "".join(out).encode("utf-8")
 
 
-def _encode_mixed(value: object, out: list[str], depth: int) -> None:
-    """The reference encoder's walk, handing every plain subtree (no floats: see ``_FAST``) to
-    the C encoder: a search page's few scores no longer send its records down the slow path."""
-    if depth > 1000:
-        raise ValueError("nesting too deep")
-    if isinstance(value, (dict, list, tuple)) and _plain(value):
-        out.append(_FAST.encode(value))
-    elif isinstance(value, dict):
-        for key in value:
-            if not isinstance(key, str):
-                raise TypeError("object keys must be strings")
-        out.append("{")
-        for i, key in enumerate(sorted(value, key=_utf16_key)):
-            if i:
-                out.append(",")
-            _string(key, out)
-            out.append(":")
-            _encode_mixed(value[key], out, depth + 1)
-        out.append("}")
-    elif isinstance(value, (list, tuple)):
-        out.append("[")
-        for i, item in enumerate(value):
-            if i:
-                out.append(",")
-            _encode_mixed(item, out, depth + 1)
-        out.append("]")
-    else:
-        _encode(value, out, depth)
-
-
 def canonicalize(value: object) -> bytes:
     """The UTF-8 bytes of the JCS form of ``value``."""
     try:
         if _plain(value):
             return _FAST.encode(value).encode("utf-8")
         out: list[str] = []
-        _encode_mixed(value, out, 0)
+        _encode(value, out, 0, mixed=True)
         return "".join(out).encode("utf-8")
     except ValueError:  # a lone surrogate, NaN, …: the reference encoder says so in its own words
         pass

@@ -60,6 +60,25 @@ def with_digest(kind: str, obj: dict[str, Any], field: str) -> dict[str, Any]:
     return {**body, field: digest(kind, body)}
 
 
+def canonical_with_digest(kind: str, obj: dict[str, Any], field: str) -> bytes:
+    """``canonicalize(with_digest(kind, obj, field))`` from one serialisation of ``obj``.
+
+    When ``field`` sorts after every key of ``obj`` (ASCII keys: JCS orders by UTF-16 code
+    units, which for ASCII is Python's string order), the digest member is the last one, so
+    it is appended to the canonical body that was hashed. Otherwise it serialises again.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown digest kind: {kind}")
+    if field in obj:
+        raise ValueError("the digest field is already set")
+    body = canonicalize(obj)
+    value = "sha256:" + hashlib.sha256(f"engram/{kind}/v1".encode("ascii") + b"\x00" + body).hexdigest()
+    if not (field.isascii() and field.isidentifier() and all(k.isascii() and k < field for k in obj)):
+        return canonicalize({**obj, field: value})
+    tail = f'"{field}":"{value}"}}'.encode("ascii")
+    return b"{" + tail if body == b"{}" else body[:-1] + b"," + tail
+
+
 def verify_digest_field(kind: str, obj: dict[str, Any], field: str) -> bool:
     if field not in obj:
         return False

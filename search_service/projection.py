@@ -1,7 +1,7 @@
 """Per-scope search projections, kept current by tailing the storage journal.
 
-A projection holds the scope's ``accepted_current`` records (decrypted, in memory) in a
-lexical index. Before every answer it catches up to the journal head, so a record that left
+A projection holds the scope's ``accepted_current`` records (decrypted, in memory, as the
+JSON text storage sent) in a lexical index. Before every answer it catches up to the journal head, so a record that left
 ``accepted_current`` (forget, expiry, …) is gone before the next search answers, and the
 answer can name the cursor it is valid through. A fresh replica builds each scope lazily from
 the journal on first use.
@@ -21,6 +21,7 @@ import grpc
 
 from engram_api.common.v1 import common_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
+from engram_core.canonical import canonicalize
 from engram_core.digests import scope_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import error_from_rpc
@@ -34,9 +35,9 @@ JOURNAL_BATCH = 1000
 ACCEPTED = "accepted_current"
 DEFAULT_BUDGET_BYTES = 1024 * 1024 * 1024
 PROGRESS_SECONDS = 5.0
-# Python objects per record beyond its JSON text and the numeric buffers (the parsed record's
-# dicts and strings, the id maps): measured with bench/search_bench.py (RSS per record minus
-# JSON and buffers, 10k-100k records).
+# Python objects per record beyond its JSON text and the numeric buffers (posting array
+# headers, term strings and dictionaries, the id maps): measured with bench/search_bench.py
+# --tracemalloc (traced bytes per record minus buffers: ~1950 B at 20k records, less at 100k).
 RECORD_OVERHEAD_BYTES = 2048
 
 log = logging.getLogger("engram.search")
@@ -52,7 +53,7 @@ class ScopeProjection:
 
     index: LexicalIndex = field(default_factory=LexicalIndex)
     table: DocTable = field(default_factory=DocTable)
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, bytes] = field(default_factory=dict)
     cursor: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Canonical JSON bytes of the records held (what storage sent).
@@ -68,9 +69,13 @@ class ScopeProjection:
         if self.catching_up is not None and not self.catching_up.done():
             self.catching_up.cancel()
 
-    def add(self, record: dict[str, Any], cursor: int, size: int = 0) -> None:
-        """Index ``record`` as accepted at journal ``cursor`` (replacing an older version)."""
+    def add(self, record: dict[str, Any], cursor: int, raw: bytes | None = None) -> None:
+        """Index ``record`` as accepted at journal ``cursor`` (replacing an older version).
+        ``raw`` is its JSON as storage sent it (kept instead of the parsed dicts: a page parses
+        only its own packets); canonical JSON of ``record`` when not given."""
         record_id = record["record_id"]
+        if raw is None:
+            raw = canonicalize(record)
         retention = record.get("retention") or {}
         expires = retention.get("expires_at")
         meta = DocMeta(
@@ -81,19 +86,24 @@ class ScopeProjection:
         )
         fields = fields_of(record)
         self.remove(record_id)
-        slot = self.table.add(meta, cursor, size)
+        slot = self.table.add(meta, cursor, len(raw))
         self.index.add(slot, fields)
-        self.records[record_id] = record
-        self.json_bytes += size
+        self.records[record_id] = raw
+        self.json_bytes += len(raw)
+
+    def record(self, record_id: str) -> dict[str, Any]:
+        """The record held under ``record_id`` (parsed on each call: the caller owns it)."""
+        parsed: dict[str, Any] = json.loads(self.records[record_id])
+        return parsed
 
     def remove(self, record_id: str) -> bool:
         """Drop a record from every surface; returns whether it was here."""
-        record = self.records.pop(record_id, None)
+        raw = self.records.pop(record_id, None)
         slot = self.table.remove(record_id)
-        if slot is None or record is None:
+        if slot is None or raw is None:
             return False
         self.json_bytes -= int(self.table.sizes[slot])
-        self.index.remove(slot, fields_of(record))
+        self.index.remove(slot, fields_of(json.loads(raw)))
         if self.table.dead >= max(COMPACT_MIN_DEAD, len(self.table)):
             self.index.remap(self.table.compact(), self.table.size)
         return True
@@ -197,8 +207,8 @@ class Projections:
             async with projection.lock:
                 for record_id in removed:
                     projection.remove(record_id)
-                for record, size in fetched:
-                    projection.add(record, to_fetch[record["record_id"]], size)
+                for record, raw in fetched:
+                    projection.add(record, to_fetch[record["record_id"]], raw)
                 if reply.events:
                     projection.cursor = int(reply.events[-1].cursor)
             self._enforce_budget(key)
@@ -233,18 +243,18 @@ class Projections:
             log.warning("projection over budget scope=%s bytes=%d budget_bytes=%d",
                         _scope_id(serving), resident, self._budget)
 
-    async def _fetch(self, scope: common_pb2.Scope, ids: dict[str, int]) -> list[tuple[dict[str, Any], int]]:
-        """Fetch ``ids`` (still accepted ones, with their JSON size); storage answers at most
+    async def _fetch(self, scope: common_pb2.Scope, ids: dict[str, int]) -> list[tuple[dict[str, Any], bytes]]:
+        """Fetch ``ids`` (still accepted ones, parsed and as sent); storage answers at most
         4 MiB per reply and defers the rest, which is asked for again until none is left."""
         wanted = list(ids)
-        fetched: list[tuple[dict[str, Any], int]] = []
+        fetched: list[tuple[dict[str, Any], bytes]] = []
         while wanted:
             reply = await self._call(
                 self._storage.FetchRecords, storage_pb2.FetchRecordsRequest(scope=scope, record_ids=wanted)
             )
             for item in reply.records:
                 if item.state == ACCEPTED and item.record_json:
-                    fetched.append((json.loads(item.record_json), len(item.record_json)))
+                    fetched.append((json.loads(item.record_json), item.record_json))
             deferred = list(reply.deferred_ids)
             if len(deferred) >= len(wanted):
                 raise EngramError(Code.PROJECTION_STALE)  # no progress: never loop forever

@@ -15,8 +15,7 @@ from typing import Any
 import grpc
 
 from engram_api.search.v1 import search_pb2, search_pb2_grpc
-from engram_core.canonical import canonicalize
-from engram_core.digests import digest, with_digest
+from engram_core.digests import canonical_with_digest, digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import rpc_boundary
 from engram_core.timefmt import format_instant, now_ms
@@ -153,7 +152,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             self._pages.put(ids_digest, ordering)
         value = self._page(projection, args, ordering, offset, allowlist, request_digest, scope_d,
                            principal_d, system_as_of, valid_as_of, ids_digest, now)
-        return canonicalize(value)
+        return canonical_with_digest("response", value, "response_digest")
 
     def _rank(self, projection: ScopeProjection, query: str, system_as_of: int, valid_as_of: int) -> Ordering:
         top = top_k(projection.scores(query), projection.table, valid_as_of, system_as_of, self._pinned_hits)
@@ -176,10 +175,11 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
     def _page(self, projection: ScopeProjection, args: dict[str, Any], ordering: Ordering, offset: int,
               allowlist: list[str] | None, request_digest: str, scope_d: str, principal_d: str, system_as_of: int, valid_as_of: int,
               ids_digest: str, now: int) -> dict[str, Any]:
+        """The page's output value without ``response_digest`` (the caller appends it)."""
         limit = args["limit"]
         window = ordering.hits[offset : offset + limit]
         packets = [
-            {**project(projection.records[hit.record_id], allowlist), "score": hit.score, "rank": hit.rank}
+            {**project(projection.record(hit.record_id), allowlist), "score": hit.score, "rank": hit.rank}
             for hit in window
         ]
         receipt = with_digest(
@@ -219,7 +219,6 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
                     issued_at_ms=now,
                 )
             )
-        value["response_digest"] = digest("response", value)
         return value
 
     @rpc_boundary

@@ -201,3 +201,24 @@ def test_each_workload_has_its_own_component_label_and_selects_its_pods(manifest
         assert pod_labels(workload)["app.kubernetes.io/part-of"] == "engram", _where(workload)
         if workload["kind"] != "Job":
             assert selector_matches(workload["spec"]["selector"], pod_labels(workload)), _where(workload)
+
+
+_BINARY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+
+
+def _bytes(quantity: str) -> int:
+    for suffix, factor in _BINARY_UNITS.items():
+        if quantity.endswith(suffix):
+            return int(quantity[: -len(suffix)]) * factor
+    return int(quantity)
+
+
+def test_the_search_projection_budget_leaves_headroom_under_the_memory_limit(manifests: Rendered) -> None:
+    search = engram_deployments(manifests)["search"]
+    (container,) = pod_spec(search)["containers"]
+    source = container_env(manifests, container)["ENGRAM_PROJECTION_BUDGET_BYTES"]
+    assert source.kind == "value" and source.value is not None
+    budget = int(source.value)
+    limit = _bytes(container["resources"]["limits"]["memory"])
+    # The budget is an estimate of the projections alone: the process needs room beyond it.
+    assert budget <= limit * 0.7, (budget, limit)

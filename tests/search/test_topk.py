@@ -161,7 +161,7 @@ def test_projection_compacts_after_many_removals_and_keeps_answers():
     after = top_k(projection.scores("harbour number3"), projection.table, NOW, total, 50)
     fresh = ScopeProjection()
     for record_id in sorted(projection.records):
-        fresh.add(projection.records[record_id], cursor=1)
+        fresh.add(projection.record(record_id), cursor=1)
     expected = top_k(fresh.scores("harbour number3"), fresh.table, NOW, total, 50)
     assert after.hits == expected.hits and after.candidates == expected.candidates
     assert not projection.remove("mem_unknown")

@@ -77,12 +77,48 @@ def _shortest(value: float) -> tuple[str, int]:
     return stripped or "0", exponent
 
 
+class Encoded:
+    """A value whose canonical JSON is already known (``text``, as :func:`canonicalize` wrote
+    it, decoded): written verbatim wherever it appears, so a part serialised once (a search
+    packet) is never walked again when the whole is serialised or measured."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @classmethod
+    def of(cls, value: object, *, plain: bool = False) -> "Encoded":
+        """``plain``: the caller knows ``value`` is in the fast path's domain (no floats, no
+        key outside the BMP, safe ints: e.g. it tested the whole it was cut from), so the
+        C encoder writes it without the test's walk."""
+        if plain:
+            return cls(_FAST.encode(value))
+        return cls(canonicalize(value).decode("utf-8"))
+
+    def __len__(self) -> int:
+        """Its canonical size in bytes."""
+        return len(self.text.encode("utf-8"))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Encoded) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return f"Encoded({self.text!r})"
+
+
 def _encode(value: object, out: list[str], depth: int, mixed: bool = False) -> None:
-    """The reference encoder. ``mixed``: hand every plain subtree (no floats: see ``_FAST``)
-    to the C encoder, so a search page's few scores do not send its records down this walk."""
+    """The reference encoder. ``mixed``: hand every plain subtree and string (no floats: see
+    ``_FAST``) to the C encoder, so a search page's few scores do not send its records down
+    this walk."""
     if depth > 1000:
         raise ValueError("nesting too deep")
-    if mixed and isinstance(value, (dict, list, tuple)) and _plain(value):
+    if isinstance(value, Encoded):
+        out.append(value.text)
+    elif mixed and (isinstance(value, str) or (isinstance(value, (dict, list, tuple)) and _plain(value))):
         out.append(_FAST.encode(value))
     elif value is None:
         out.append("null")
@@ -102,7 +138,10 @@ def _encode(value: object, out: list[str], depth: int, mixed: bool = False) -> N
         for i, key in enumerate(sorted(value, key=_utf16_key)):
             if i:
                 out.append(",")
-            _string(key, out)
+            if mixed:  # escaping alike (the order is UTF-16's either way)
+                out.append(_FAST.encode(key))
+            else:
+                _string(key, out)
             out.append(":")
             _encode(value[key], out, depth + 1, mixed)
         out.append("}")
@@ -125,6 +164,12 @@ def _encode(value: object, out: list[str], depth: int, mixed: bool = False) -> N
 _FAST = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False,
                          check_circular=False)
 _BMP_END = "\U00010000"
+
+
+def is_plain(value: object) -> bool:
+    """Whether the C encoder writes ``value``'s canonical JSON as is (no floats, no object key
+    outside the BMP, ints in the safe range): then so it does for every part of it."""
+    return _plain(value)
 
 
 def _plain(value: object, depth: int = 0) -> bool:

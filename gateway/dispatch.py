@@ -43,15 +43,20 @@ class ScopePolicy:
     tools: frozenset[str]
     confirmation_required: frozenset[str]
     raw: dict[str, Any]
+    # As storage sent them: forwarded with a search so the search service reads neither again.
+    policy_json: bytes = b""
+    head_cursor: str = ""
 
     @classmethod
-    def from_json(cls, data: bytes) -> "ScopePolicy":
+    def from_json(cls, data: bytes, head_cursor: str = "") -> "ScopePolicy":
         raw = json.loads(data)
         return cls(
             enabled=bool(raw.get("enabled")),
             tools=frozenset(raw.get("tools") or ()),
             confirmation_required=frozenset(raw.get("confirmation_required") or ()),
             raw=raw,
+            policy_json=data,
+            head_cursor=head_cursor,
         )
 
 
@@ -83,12 +88,14 @@ class Dispatcher:
         header_token = headers.get(CONTEXT_HEADER) if headers is not None else None
         return await self._contexts.verify(_token(meta, CONTEXT_META_KEY), header_token)
 
-    async def _policy(self, ctx: InvocationContext) -> ScopePolicy:
+    async def _policy(self, ctx: InvocationContext, with_head: bool = False) -> ScopePolicy:
+        """``with_head``: also the journal head (a search forwards both to the search service,
+        which then needs no storage round trip of its own when its projection is current)."""
         request = storage_pb2.GetScopePolicyRequest(
-            scope=common_pb2.Scope(tenant=ctx.tenant, workspace=ctx.workspace)
+            scope=common_pb2.Scope(tenant=ctx.tenant, workspace=ctx.workspace), with_head_cursor=with_head
         )
         reply = await self._backends.call(self._backends.storage.GetScopePolicy, request, self._timeout(ctx))
-        return ScopePolicy.from_json(reply.policy_json)
+        return ScopePolicy.from_json(reply.policy_json, reply.head_cursor if with_head else "")
 
     async def visible_tools(self, ctx: InvocationContext) -> list[str]:
         """Host opt-in ∩ operator grants, and nothing when memory is off for the scope."""
@@ -117,7 +124,7 @@ class Dispatcher:
         if name not in TOOLS:
             raise ProtocolRefusal.unknown_tool()
         try:
-            policy = await self._policy(ctx)
+            policy = await self._policy(ctx, with_head=name == "engram_memory_search")
         except EngramError as exc:
             return envelope.failure(exc, ctx.audit_id)
         if not policy.enabled or name not in ctx.tools or name not in policy.tools:
@@ -203,7 +210,8 @@ class Dispatcher:
     ) -> Any:
         args = with_defaults(name, arguments)
         if name == "engram_memory_search":
-            request = search_pb2.SearchRequest(caller=caller, arguments_json=canonicalize(args))
+            request = search_pb2.SearchRequest(caller=caller, arguments_json=canonicalize(args),
+                                               policy_json=policy.policy_json, head_cursor=policy.head_cursor)
             reply = await self._backends.call(self._backends.search.Search, request, timeout)
             return json.loads(reply.value_json)
         request = storage_pb2.GetRecordRequest(caller=caller, record_id=args["record_id"])

@@ -21,7 +21,7 @@ import grpc
 
 from engram_api.common.v1 import common_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
-from engram_core.canonical import canonicalize
+from engram_core.canonical import canonicalize, is_plain
 from engram_core.digests import scope_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import error_from_rpc
@@ -54,6 +54,9 @@ class ScopeProjection:
     index: LexicalIndex = field(default_factory=LexicalIndex)
     table: DocTable = field(default_factory=DocTable)
     records: dict[str, bytes] = field(default_factory=dict)
+    # Ids of the (rare) records whose JSON the C encoder does not write canonically (floats,
+    # keys outside the BMP): their packets take the full canonical encoder.
+    mixed: set[str] = field(default_factory=set)
     cursor: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Canonical JSON bytes of the records held (what storage sent).
@@ -89,6 +92,8 @@ class ScopeProjection:
         slot = self.table.add(meta, cursor, len(raw))
         self.index.add(slot, fields)
         self.records[record_id] = raw
+        if not is_plain(record):
+            self.mixed.add(record_id)
         self.json_bytes += len(raw)
 
     def record(self, record_id: str) -> dict[str, Any]:
@@ -99,6 +104,7 @@ class ScopeProjection:
     def remove(self, record_id: str) -> bool:
         """Drop a record from every surface; returns whether it was here."""
         raw = self.records.pop(record_id, None)
+        self.mixed.discard(record_id)
         slot = self.table.remove(record_id)
         if slot is None or raw is None:
             return False
@@ -117,6 +123,18 @@ class ScopeProjection:
 class ScopeView:
     policy: dict[str, Any]
     head: int
+
+    @classmethod
+    def of(cls, policy_json: bytes, head_cursor: str) -> "ScopeView":
+        """From GetScopePolicy's answer (with_head_cursor), wherever it was read."""
+        try:
+            policy = json.loads(policy_json)
+            head = int(head_cursor or "0")
+        except ValueError:
+            raise EngramError(Code.POLICY_UNAVAILABLE) from None
+        if not isinstance(policy, dict) or head < 0:
+            raise EngramError(Code.POLICY_UNAVAILABLE)
+        return cls(policy, head)
 
 
 class Projections:
@@ -183,7 +201,7 @@ class Projections:
             storage_pb2.GetScopePolicyRequest(scope=common_pb2.Scope(tenant=tenant, workspace=workspace),
                                               with_head_cursor=True),
         )
-        return ScopeView(json.loads(reply.policy_json), int(reply.head_cursor or "0"))
+        return ScopeView.of(reply.policy_json, reply.head_cursor)
 
     async def _catch_up(self, key: tuple[str, str], projection: ScopeProjection) -> None:
         scope = common_pb2.Scope(tenant=key[0], workspace=key[1])

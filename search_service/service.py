@@ -4,6 +4,7 @@ page cursor, issue the rank receipt (SPEC §5 engram_memory_search, §9)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
@@ -15,6 +16,7 @@ from typing import Any
 import grpc
 
 from engram_api.search.v1 import search_pb2, search_pb2_grpc
+from engram_core.canonical import Encoded, canonicalize
 from engram_core.digests import canonical_with_digest, digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import rpc_boundary
@@ -22,7 +24,7 @@ from engram_core.timefmt import format_instant, now_ms
 from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.budget import CURSOR_FIELD, DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets
 from search_service.cursors import MAX_TOKEN_LENGTH, CursorCodec, CursorState
-from search_service.projection import Projections, ScopeProjection
+from search_service.projection import Projections, ScopeProjection, ScopeView
 from search_service.ranking import PROFILE, RankedHit
 from search_service.topk import top_k
 from engram_core.redaction import project
@@ -92,7 +94,21 @@ class PageCache:
 
 
 def profile_config_digest(projection: ScopeProjection) -> str:
-    return digest("rank", {"profile": PROFILE, "lexical": dict(projection.index.profile_config())})
+    return _config_digest(canonicalize(dict(projection.index.profile_config())))
+
+
+@functools.lru_cache(maxsize=64)
+def _config_digest(lexical_json: bytes) -> str:
+    """Per distinct engine config (a handful: one per language), not per search."""
+    return digest("rank", {"profile": PROFILE, "lexical": Encoded(lexical_json.decode("utf-8"))})
+
+
+def _packet(projected: dict[str, Any], hit: RankedHit, *, plain: bool) -> Encoded:
+    """A search packet in canonical JSON: the projected record with its score and rank.
+    ``plain``: the record was found in the C encoder's domain when it was indexed (so is every
+    part of it) and is written without walking it again."""
+    record = Encoded.of(projected["record"], plain=plain)
+    return Encoded.of({**projected, "record": record, "score": hit.score, "rank": hit.rank})
 
 
 class SearchServicer(search_pb2_grpc.SearchServiceServicer):
@@ -119,7 +135,11 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         if policy["minimum_channels"] == "lexical_and_semantic":
             # No semantic channel is configured yet; never a silent lexical fallback.
             raise EngramError(Code.RANKING_UNAVAILABLE)
-        view = await self._projections.policy(tenant, workspace)
+        if request.policy_json:
+            # Read from storage for this very call by the gateway (one round trip, not two).
+            view = ScopeView.of(request.policy_json, request.head_cursor)
+        else:
+            view = await self._projections.policy(tenant, workspace)
         remaining = context.time_remaining()
         # A scope still (re)building is waited for until just before the caller's deadline,
         # then PROJECTION_STALE: never a partial answer.
@@ -178,10 +198,9 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         """The page's output value without ``response_digest`` (the caller appends it)."""
         limit = args["limit"]
         window = ordering.hits[offset : offset + limit]
-        packets = [
-            {**project(projection.record(hit.record_id), allowlist), "score": hit.score, "rank": hit.rank}
-            for hit in window
-        ]
+        # Each packet is serialised once: measured by the budget, then written verbatim.
+        packets = [_packet(project(projection.record(hit.record_id), allowlist), hit,
+                           plain=hit.record_id not in projection.mixed) for hit in window]
         receipt = with_digest(
             "rank",
             {

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from engram_core.canonical import SAFE_INT_MAX, _plain, canonicalize, canonicalize_slow, format_number
+from engram_core.canonical import SAFE_INT_MAX, Encoded, _plain, canonicalize, canonicalize_slow, format_number
 
 # RFC 8785 Appendix B (IEEE-754 bits → ECMAScript text), a representative subset.
 RFC_NUMBERS = [
@@ -124,6 +124,19 @@ def test_mixed_values_match_the_reference() -> None:
             canonicalize(bad)
     with pytest.raises(TypeError):
         canonicalize({"s": 0.5, "k": {1: "x"}})
+
+
+def test_an_encoded_part_serialises_as_the_value_it_stands_for() -> None:
+    """A part serialised once (a search packet) is written verbatim inside a larger value."""
+    rng = random.Random(1985)
+    for _ in range(2000):
+        part = _random_value(rng)
+        whole = {"records": [part, 0.5], "n": rng.randint(0, 9), "inner": {"p": part}}
+        encoded = Encoded.of(part)
+        assert len(encoded) == len(canonicalize(part))
+        with_parts = {"records": [encoded, 0.5], "n": whole["n"], "inner": {"p": encoded}}
+        assert canonicalize(with_parts) == canonicalize(whole) == canonicalize_slow(with_parts)
+    assert Encoded.of({"b": 1, "a": [1.0]}) == Encoded('{"a":[1],"b":1}') and not _plain(Encoded("1"))
 
 
 def test_the_fast_path_refuses_what_the_reference_refuses() -> None:

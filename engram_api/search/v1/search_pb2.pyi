@@ -8,12 +8,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SearchRequest(_message.Message):
-    __slots__ = ("caller", "arguments_json")
+    __slots__ = ("caller", "arguments_json", "policy_json", "head_cursor")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    POLICY_JSON_FIELD_NUMBER: _ClassVar[int]
+    HEAD_CURSOR_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     arguments_json: bytes
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., arguments_json: _Optional[bytes] = ...) -> None: ...
+    policy_json: bytes
+    head_cursor: str
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., arguments_json: _Optional[bytes] = ..., policy_json: _Optional[bytes] = ..., head_cursor: _Optional[str] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("value_json",)

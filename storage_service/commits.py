@@ -141,7 +141,8 @@ class GroupCommitter:
     async def _group_body(self, session: Session, scope: Scope, live: list[_Waiting]) -> list[Any]:
         store = self._store
         head = await store.scopes.find_one({"_id": scope.key}, session=session)
-        txn = JournalTxn(session, scope, int(head["head"]) if head else 0,
+        # The scope document may exist before its first event (it also holds the policy).
+        txn = JournalTxn(session, scope, int(head.get("head", 0)) if head else 0,
                          (head.get("head_digest") if head else None) or GENESIS_DIGEST)
         results = []
         for index, waiting in enumerate(live):
@@ -154,10 +155,6 @@ class GroupCommitter:
         if txn.events:
             await store.journal.insert_many(txn.events, session=session)
             cursor, event_digest = txn.head
-            if head is None:
-                await store.scopes.insert_one({"_id": scope.key, "head": cursor, "head_digest": event_digest},
-                                              session=session)
-            else:
-                await store.scopes.update_one({"_id": scope.key},
-                                              {"$set": {"head": cursor, "head_digest": event_digest}}, session=session)
+            await store.scopes.update_one({"_id": scope.key}, {"$set": {"head": cursor, "head_digest": event_digest}},
+                                          upsert=head is None, session=session)
         return results

@@ -65,7 +65,7 @@ def build_event(scope: Scope, cursor: int, previous_digest: str, operation: str,
 
 async def head_cursor(store: Store, scope: Scope, session: Session | None = None) -> int:
     doc = await store.scopes.find_one({"_id": scope.key}, {"head": 1}, session=session)
-    return int(doc["head"]) if doc else 0
+    return int(doc.get("head", 0)) if doc else 0
 
 
 async def read(store: Store, scope: Scope, after: int, limit: int) -> tuple[list[dict[str, Any]], int]:
@@ -94,7 +94,5 @@ async def verify_chain(store: Store, scope: Scope) -> bool:
         if not verify_digest_field("journal-event", body, "event_digest"):
             return False
         expected_cursor, previous = expected_cursor + 1, body["event_digest"]
-    head = await store.scopes.find_one({"_id": scope.key})
-    return (head is None and expected_cursor == 1) or (
-        head is not None and head["head"] == expected_cursor - 1 and head.get("head_digest", GENESIS_DIGEST) == previous
-    )
+    head = await store.scopes.find_one({"_id": scope.key}) or {}
+    return int(head.get("head", 0)) == expected_cursor - 1 and head.get("head_digest", GENESIS_DIGEST) == previous

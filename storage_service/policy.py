@@ -45,19 +45,30 @@ def default_policy() -> dict[str, Any]:
     }
 
 
+def _effective(doc: dict[str, Any] | None) -> dict[str, Any]:
+    return {**default_policy(), **((doc or {}).get("policy") or {})}
+
+
 class Policies:
+    """The policy lives in the scope's document beside its journal head (``scopes``), so the
+    policy and the head a search needs are one read."""
+
     def __init__(self, store: Store) -> None:
         self._store = store
 
     async def get(self, scope: Scope) -> dict[str, Any]:
-        doc = await self._store.policies.find_one({"_id": scope.key})
-        return {**default_policy(), **(doc["policy"] if doc else {})}
+        return _effective(await self._store.scopes.find_one({"_id": scope.key}, {"policy": 1}))
+
+    async def with_head(self, scope: Scope) -> tuple[dict[str, Any], int]:
+        """The policy and the journal head cursor, from one document."""
+        doc = await self._store.scopes.find_one({"_id": scope.key}, {"policy": 1, "head": 1})
+        return _effective(doc), int((doc or {}).get("head", 0))
 
     async def update(self, scope: Scope, changes: dict[str, Any]) -> dict[str, Any]:
         """Apply ``changes`` to the scope's policy (creating it) and bump its version."""
         current = await self.get(scope)
         policy = {**current, **changes, "version": int(current["version"]) + 1}
-        await self._store.policies.update_one(
+        await self._store.scopes.update_one(
             {"_id": scope.key},
             {"$set": {"tenant": scope.tenant, "workspace": scope.workspace, "policy": policy}},
             upsert=True,

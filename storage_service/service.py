@@ -3,7 +3,6 @@ every method is behind :func:`rpc_boundary` (one error mapping)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from typing import Any
@@ -17,7 +16,7 @@ from engram_core.digests import is_digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import rpc_boundary
 from engram_core.timefmt import format_instant, now_ms
-from storage_service import journal, outbox
+from storage_service import outbox
 from storage_service.admission import Admissions
 from storage_service.deps import Deps
 from storage_service.ledger import GateKey
@@ -100,7 +99,7 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         scope = scope_of(request.scope)
         if not request.with_head_cursor:
             return storage_pb2.ScopePolicyResponse(policy_json=canonicalize(await self._d.policies.get(scope)))
-        policy, head = await asyncio.gather(self._d.policies.get(scope), journal.head_cursor(self._d.store, scope))
+        policy, head = await self._d.policies.with_head(scope)
         return storage_pb2.ScopePolicyResponse(policy_json=canonicalize(policy), head_cursor=str(head))
 
     @rpc_boundary

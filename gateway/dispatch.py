@@ -95,7 +95,7 @@ class Dispatcher:
             scope=common_pb2.Scope(tenant=ctx.tenant, workspace=ctx.workspace), with_head_cursor=with_head
         )
         reply = await self._backends.call(self._backends.storage.GetScopePolicy, request, self._timeout(ctx))
-        return ScopePolicy.from_json(reply.policy_json, reply.head_cursor if with_head else "")
+        return ScopePolicy.from_json(reply.policy_json, reply.head_cursor)
 
     async def visible_tools(self, ctx: InvocationContext) -> list[str]:
         """Host opt-in ∩ operator grants, and nothing when memory is off for the scope."""

@@ -162,7 +162,7 @@ class LexicalIndex:
     """
 
     __slots__ = ("_analyzer", "_config", "_vocab", "_df", "_tails", "_tail_pairs", "_frozen_terms", "_offsets",
-                 "_frozen", "_frozen_pairs", "_frozen_bytes", "_freeze_min", "_lengths", "_total_lengths", "_indexed", "_live")
+                 "_frozen", "_frozen_pairs", "_freeze_min", "_lengths", "_total_lengths", "_indexed", "_live")
 
     def __init__(self, language: str = DEFAULT_LANGUAGE, *, freeze_min_pairs: int = FREEZE_MIN_PAIRS) -> None:
         if freeze_min_pairs < 1:
@@ -183,7 +183,6 @@ class LexicalIndex:
         self._frozen: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.integer]]] = [
             (np.zeros(0, np.int32), np.zeros(0, np.uint16)) for _ in _LANES]
         self._frozen_pairs = 0
-        self._frozen_bytes = 0
         self._freeze_min = freeze_min_pairs
         # _lengths[lane, slot] = token count of that field copy of the document
         self._lengths = np.zeros((len(_LANES), _INITIAL), np.int32)
@@ -335,7 +334,6 @@ class LexicalIndex:
     def _freeze(self) -> None:
         """Merge the tail into the frozen tier (vectorised; the tail's slots are all newer)."""
         terms = len(self._vocab)
-        frozen_bytes = 0
         for lane in range(len(_LANES)):
             old_offsets, (old_slots, old_tfs), tail = self._offsets[lane], self._frozen[lane], self._tails[lane]
             old_counts = np.zeros(terms, np.int64)
@@ -367,8 +365,6 @@ class LexicalIndex:
                 tfs[where] = rows[:, 1]
             self._offsets[lane] = offsets.astype(np.int32)
             self._frozen[lane] = (slots, tfs)
-            frozen_bytes += slots.nbytes + tfs.nbytes + self._offsets[lane].nbytes
-        self._frozen_bytes = frozen_bytes
         self._tails = tuple({} for _ in _LANES)
         self._frozen_terms = terms
         self._frozen_pairs += self._tail_pairs
@@ -377,10 +373,10 @@ class LexicalIndex:
     def remap(self, remap: npt.NDArray[np.int64], size: int) -> None:
         """Renumber after the table compacted: ``remap[old] = new`` (-1: dead, dropped), and
         forget the terms no live document holds (term ids are renumbered, order kept)."""
-        self._freeze()
+        self.freeze()
         terms = len(self._vocab)
         keep_term = (self._df[:, :terms] > 0).any(axis=0)
-        kept_pairs = frozen_bytes = 0
+        kept_pairs = 0
         for lane in range(len(_LANES)):
             (slots, tfs), offsets = self._frozen[lane], self._offsets[lane]
             new_slots = remap[slots] if len(slots) else np.zeros(0, np.int64)
@@ -392,7 +388,6 @@ class LexicalIndex:
             self._offsets[lane] = fresh
             self._frozen[lane] = (new_slots[keep].astype(np.int32), tfs[keep])
             kept_pairs += int(keep.sum())
-            frozen_bytes += self._frozen[lane][0].nbytes + self._frozen[lane][1].nbytes + fresh.nbytes
         new_id = np.cumsum(keep_term) - 1
         self._vocab = {term: int(new_id[term_id]) for term, term_id in self._vocab.items() if keep_term[term_id]}
         df = np.zeros((len(COPIES), max(_INITIAL, 2 * len(self._vocab))), np.int32)
@@ -400,7 +395,6 @@ class LexicalIndex:
         self._df = df
         self._frozen_terms = len(self._vocab)
         self._frozen_pairs = kept_pairs
-        self._frozen_bytes = frozen_bytes
         old = self._lengths
         lengths = np.zeros((len(_LANES), max(_INITIAL, 2 * size)), np.int32)
         live = np.flatnonzero(remap >= 0)
@@ -415,8 +409,10 @@ class LexicalIndex:
     def nbytes(self) -> int:
         """Bytes of the postings (dead ones included until a remap: the frozen columns and
         offsets exactly, the tail at its measured cost with its array objects), document
-        frequencies and length columns; not the vocabulary. O(1)."""
-        return (self._frozen_bytes + TAIL_PAIR_BYTES * self._tail_pairs + self._df.nbytes + self._lengths.nbytes
+        frequencies and length columns; not the vocabulary. O(lanes)."""
+        frozen = sum(slots.nbytes + tfs.nbytes + offsets.nbytes
+                     for (slots, tfs), offsets in zip(self._frozen, self._offsets))
+        return (frozen + TAIL_PAIR_BYTES * self._tail_pairs + self._df.nbytes + self._lengths.nbytes
                 + len(self._indexed))
 
 

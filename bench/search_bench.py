@@ -7,6 +7,11 @@ library path the service runs (lexical scores over the scope, the exact top of t
 list, its ordered-ids digest, redaction and budgeting of one page of 10 packets), and prints
 latency percentiles, throughput and the projection's memory cost.
 No gRPC, no I/O: this measures the library the search service wraps.
+
+``--semantic`` adds the semantic channel as the service runs it (query embedded, exact
+best-window cosine over the scope's vector matrix, RRF fusion of both channels). The first
+``--embed-distinct`` records are embedded for real (their rate is printed as the embedding
+throughput); the rest reuse those vectors in turn, which costs a search exactly as much.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from search_service.cursors import MAX_TOKEN_LENGTH  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
 from engram_core.digests import digest  # noqa: E402
 from search_service.projection import ScopeProjection  # noqa: E402
-from search_service.service import DEFAULT_PINNED_HITS as PINNED_HITS  # noqa: E402
-from search_service.topk import top_k  # noqa: E402
+from search_service.embedding import Embedder  # noqa: E402
+from search_service.semantic import VectorIndex, record_text  # noqa: E402
+from search_service.service import DEFAULT_PINNED_HITS as PINNED_HITS, rank_scope  # noqa: E402
 from engram_core.redaction import project  # noqa: E402
 
 DAY_MS = 86_400_000
@@ -93,20 +99,21 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def build_index(texts: list[bytes]) -> ScopeProjection:
-    """As the service builds a scope: each record parsed from its JSON, the JSON kept."""
-    projection = ScopeProjection()
-    for raw in texts:
-        projection.add(json.loads(raw), cursor=1, raw=raw)
+def build_index(texts: list[bytes], windows: list | None = None) -> ScopeProjection:
+    """As the service builds a scope: each record parsed from its JSON, the JSON kept (and
+    with ``windows``, each record's vectors, reused in turn)."""
+    projection = ScopeProjection(vectors=None if windows is None else VectorIndex())
+    for i, raw in enumerate(texts):
+        projection.add(json.loads(raw), cursor=1, raw=raw, windows=None if windows is None else windows[i % len(windows)])
     return projection
 
 
-def search_page(projection: ScopeProjection, query: str) -> tuple[float, int]:
+def search_page(projection: ScopeProjection, query: str, embedder: Embedder | None = None) -> tuple[float, int]:
     """One query through the library as the service runs it; returns (lexical seconds, hits)."""
     t0 = time.perf_counter()
-    scores = projection.scores(query)
+    projection.scores(query)
     t1 = time.perf_counter()
-    top = top_k(scores, projection.table, NOW_MS, 1, PINNED_HITS)
+    top = rank_scope(projection, query, embedder, 1, NOW_MS, PINNED_HITS)
     ranked = top.hits
     digest("rank", {"ordered_ids": [hit.record_id for hit in ranked]})
     packets = []
@@ -119,24 +126,33 @@ def search_page(projection: ScopeProjection, query: str) -> tuple[float, int]:
                 "response_digest": DIGEST_PLACEHOLDER,
                 "next_page_cursor": cursor_placeholder(MAX_TOKEN_LENGTH)}
     fit_packets(skeleton, packets, MAX_PACKET_BYTES, PAGE_LIMIT, len(ranked) > PAGE_LIMIT)
-    return t1 - t0, top.candidates
+    return t1 - t0, top.candidate_count
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def run(n: int, queries: int, seed: int, trace: bool, freeze: bool) -> dict:
+def run(n: int, queries: int, seed: int, trace: bool, freeze: bool, embedder: Embedder | None = None,
+        embed_distinct: int = 2000) -> dict:
     rng = random.Random(seed)
     words, cum = make_vocabulary(rng, 20_000)
     # The records' JSON exists before the build (storage's replies): RSS growth is the index.
-    texts = [canonicalize(make_record(rng, i, words, cum)) for i in range(n)]
+    records = [make_record(rng, i, words, cum) for i in range(n)]
+    texts = [canonicalize(record) for record in records]
     query_texts = [" ".join(rng.choices(words, cum_weights=cum, k=rng.randint(2, 5)))
                    for _ in range(queries)]
+    windows, embed_rate = None, None
+    if embedder is not None:
+        sample = [record_text(record) for record in records[:embed_distinct]]
+        t0 = time.perf_counter()
+        windows = embedder.embed_many(sample)
+        embed_rate = len(sample) / (time.perf_counter() - t0)
+    del records
     gc.collect()
     rss_before = rss_bytes()
     t0 = time.perf_counter()
-    index = build_index(texts)
+    index = build_index(texts, windows)
     build_s = time.perf_counter() - t0
     gc.collect()
     rss_delta = rss_bytes() - rss_before
@@ -145,18 +161,18 @@ def run(n: int, queries: int, seed: int, trace: bool, freeze: bool) -> dict:
         del index
         gc.collect()
         tracemalloc.start()
-        index = build_index(texts)
+        index = build_index(texts, windows)
         traced = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
     if freeze:
         gc.freeze()  # what a service can do after (re)building its projections
     for query in query_texts[: min(20, queries)]:  # warm-up
-        search_page(index, query)
+        search_page(index, query, embedder)
     totals, lexicals, hit_counts = [], [], []
     t_all = time.perf_counter()
     for query in query_texts:
         start = time.perf_counter()
-        lexical_s, hits = search_page(index, query)
+        lexical_s, hits = search_page(index, query, embedder)
         totals.append(time.perf_counter() - start)
         lexicals.append(lexical_s)
         hit_counts.append(hits)
@@ -174,6 +190,10 @@ def run(n: int, queries: int, seed: int, trace: bool, freeze: bool) -> dict:
         "rss_per_record_b": round(rss_delta / n),
         "text_per_record_b": round(sum(len(t) for t in texts) / n),
         "index_buffers_per_record_b": round((index.index.nbytes() + index.table.nbytes()) / n),
+        "semantic": embedder is not None,
+        "vector_bytes_per_record": None if index.vectors is None else round(index.vectors.nbytes() / n),
+        "vector_rows": None if index.vectors is None else index.vectors.rows,
+        "embed_records_per_s": None if embed_rate is None else round(embed_rate, 1),
         "traced_mb": None if traced is None else round(traced / 2**20, 1),
         "median_hits": statistics.median(hit_counts),
         "page_ms": {q: round(percentile(totals, p) * 1000, 3)
@@ -194,14 +214,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gc-freeze", action="store_true",
                         help="gc.freeze() after building, so full collections skip the index")
     parser.add_argument("--json", action="store_true", help="one JSON line per size")
+    parser.add_argument("--semantic", action="store_true", help="both channels, as the service runs them")
+    parser.add_argument("--embed-distinct", type=int, default=2000,
+                        help="records embedded for real (the others reuse their vectors)")
+    parser.add_argument("--embedding-threads", type=int, default=2)
     args = parser.parse_args(argv)
+    embedder = Embedder.load(args.embedding_threads) if args.semantic else None
     for n in args.n or [1000, 10000]:
-        result = run(n, args.queries, args.seed, args.tracemalloc, args.gc_freeze)
+        result = run(n, args.queries, args.seed, args.tracemalloc, args.gc_freeze, embedder, args.embed_distinct)
         if args.json:
             print(json.dumps(result), flush=True)
             continue
         print(f"python {result['python']}  N={n}  queries={result['queries']}  "
-              f"median hits/query={result['median_hits']}  gc.freeze={result['gc_freeze']}")
+              f"median hits/query={result['median_hits']}  gc.freeze={result['gc_freeze']}  "
+              f"channels={'lexical+semantic' if result['semantic'] else 'lexical'}")
+        if result["semantic"]:
+            print(f"  embedding {result['embed_records_per_s']} records/s ({args.embedding_threads} threads, "
+                  f"{min(n, args.embed_distinct)} distinct records); vectors {result['vector_bytes_per_record']} "
+                  f"B/record ({result['vector_rows']} window rows, capacity included)")
         print(f"  build {result['build_s']} s ({result['docs_per_s']} docs/s), "
               f"RSS delta {result['rss_delta_mb']} MB ({result['rss_per_record_b']} B/record beside "
               f"{result['text_per_record_b']} B of record JSON; numeric buffers "

@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +29,10 @@ from engram_core.grpc_errors import error_from_rpc
 from engram_core.timefmt import parse_instant
 from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.doctable import DocTable
+from search_service.embedding import Embedder, Vectors
 from search_service.lexical import FloatArray, LexicalIndex, fields_of
 from search_service.ranking import DocMeta
+from search_service.semantic import VectorIndex, record_text
 
 JOURNAL_BATCH = 1000
 ACCEPTED = "accepted_current"
@@ -45,15 +48,20 @@ log = logging.getLogger("engram.search")
 
 
 COMPACT_MIN_DEAD = 1024
+EMBEDDING_FAILED = "embedding failed on a record"
 
 
 @dataclass
 class ScopeProjection:
-    """One scope's ``accepted_current`` records: the JSON (for packets), the slot table and the
-    lexical index over it. Hold ``lock`` for every read and write."""
+    """One scope's ``accepted_current`` records: the JSON (for packets), the slot table, the
+    lexical index over it and, when the semantic channel is on, the window vectors of every
+    record (``vectors``; None: the channel is off for this scope, ``semantic_fault`` says
+    why). Hold ``lock`` for every read and write."""
 
     index: LexicalIndex = field(default_factory=LexicalIndex)
     table: DocTable = field(default_factory=DocTable)
+    vectors: VectorIndex | None = None
+    semantic_fault: str | None = None
     records: dict[str, bytes] = field(default_factory=dict)
     # Ids of the (rare) records whose JSON the C encoder does not write canonically (floats,
     # keys outside the BMP): their packets take the full canonical encoder.
@@ -67,16 +75,22 @@ class ScopeProjection:
     def estimate_bytes(self) -> int:
         """Resident estimate: record JSON, posting and column buffers, and a calibrated
         per-record cost of the Python objects (see RECORD_OVERHEAD_BYTES)."""
-        return self.json_bytes + self.index.nbytes() + self.table.nbytes() + RECORD_OVERHEAD_BYTES * len(self.records)
+        vectors = 0 if self.vectors is None else self.vectors.nbytes()
+        return (self.json_bytes + self.index.nbytes() + self.table.nbytes() + vectors
+                + RECORD_OVERHEAD_BYTES * len(self.records))
 
     def cancel_catch_up(self) -> None:
         if self.catching_up is not None and not self.catching_up.done():
             self.catching_up.cancel()
 
-    def add(self, record: dict[str, Any], cursor: int, raw: bytes | None = None) -> None:
+    def add(self, record: dict[str, Any], cursor: int, raw: bytes | None = None, windows: Vectors | None = None) -> None:
         """Index ``record`` as accepted at journal ``cursor`` (replacing an older version).
         ``raw`` is its JSON as storage sent it (kept instead of the parsed dicts: a page parses
-        only its own packets); canonical JSON of ``record`` when not given."""
+        only its own packets); canonical JSON of ``record`` when not given. ``windows``: the
+        vectors of :func:`~search_service.semantic.record_text` (required while ``vectors``
+        is kept)."""
+        if self.vectors is not None and windows is None:
+            raise ValueError("window vectors required while the semantic channel is on")
         record_id = record["record_id"]
         if raw is None:
             raw = canonicalize(record)
@@ -92,6 +106,8 @@ class ScopeProjection:
         self.remove(record_id)
         slot = self.table.add(meta, cursor, len(raw))
         self.index.add(slot, fields)
+        if self.vectors is not None and windows is not None:
+            self.vectors.add(slot, windows)
         self.records[record_id] = raw
         if not is_plain(record):
             self.mixed.add(record_id)
@@ -111,13 +127,28 @@ class ScopeProjection:
             return False
         self.json_bytes -= int(self.table.sizes[slot])
         self.index.remove(slot, fields_of(json.loads(raw)))
+        if self.vectors is not None:
+            self.vectors.remove(slot)
         if self.table.dead >= max(COMPACT_MIN_DEAD, len(self.table)):
-            self.index.remap(self.table.compact(), self.table.size)
+            remap = self.table.compact()
+            self.index.remap(remap, self.table.size)
+            if self.vectors is not None:
+                self.vectors.remap(remap, self.table.size)
         return True
 
     def scores(self, query: str) -> FloatArray:
         """The lexical channel's score per table slot."""
         return self.index.scores(query, self.table.size)
+
+    def similarities(self, query: Vectors) -> FloatArray:
+        """The semantic channel's best-window cosine per table slot (the channel must be on)."""
+        if self.vectors is None:
+            raise ValueError("the semantic channel is off for this scope")
+        return self.vectors.similarities(query, self.table.size)
+
+    def semantic_off(self, reason: str) -> None:
+        """Stop the semantic channel for this scope (its vectors dropped; lexical goes on)."""
+        self.vectors, self.semantic_fault = None, reason
 
 
 @dataclass(frozen=True)
@@ -150,8 +181,13 @@ class Projections:
     """
 
     def __init__(self, storage: storage_pb2_grpc.StorageServiceStub, rpc_seconds: float, *,
-                 budget_bytes: int = DEFAULT_BUDGET_BYTES, progress_seconds: float = PROGRESS_SECONDS) -> None:
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES, progress_seconds: float = PROGRESS_SECONDS,
+                 embedder: Embedder | None = None, pool: Executor | None = None) -> None:
+        """``embedder``: the semantic channel's model (None: the channel is off); records are
+        embedded in ``pool`` as each journal batch is applied, before the batch takes the lock."""
         self._storage = storage
+        self._embedder = embedder
+        self._pool = pool
         self._rpc_seconds = rpc_seconds
         self._budget = budget_bytes
         self._progress_seconds = progress_seconds
@@ -177,7 +213,8 @@ class Projections:
         if projection is None or projection.index.language != language:
             if projection is not None:
                 projection.cancel_catch_up()
-            projection = self._scopes[key] = ScopeProjection(LexicalIndex(language))
+            projection = self._scopes[key] = ScopeProjection(
+                LexicalIndex(language), vectors=None if self._embedder is None else VectorIndex())
         self._scopes.move_to_end(key)
         deadline = None if wait_seconds is None else time.monotonic() + wait_seconds
         target = head
@@ -224,11 +261,14 @@ class Projections:
                     to_fetch.pop(event.object_id, None)
                     removed.append(event.object_id)
             fetched = await self._fetch(scope, to_fetch) if to_fetch else []
+            windows = await self._embed(key, projection, fetched)
             async with projection.lock:
+                if windows is None and projection.vectors is not None:
+                    projection.semantic_off(EMBEDDING_FAILED)
                 for record_id in removed:
                     projection.remove(record_id)
-                for record, raw in fetched:
-                    projection.add(record, to_fetch[record["record_id"]], raw)
+                for i, (record, raw) in enumerate(fetched):
+                    projection.add(record, to_fetch[record["record_id"]], raw, None if windows is None else windows[i])
                 if reply.events:
                     projection.cursor = int(reply.events[-1].cursor)
             self._enforce_budget(key)
@@ -249,6 +289,21 @@ class Projections:
                              _scope_id(key), projection.cursor, len(projection.records),
                              projection.estimate_bytes(), now - started)
                 return
+
+    async def _embed(self, key: tuple[str, str], projection: ScopeProjection,
+                     fetched: list[tuple[dict[str, Any], bytes]]) -> list[Vectors] | None:
+        """The window vectors of ``fetched`` (embedded off the event loop, batched), or None
+        when the channel is off for the scope or the model failed on this batch."""
+        if self._embedder is None or projection.vectors is None:
+            return None
+        if not fetched:
+            return []
+        texts = [record_text(record) for record, _ in fetched]
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, self._embedder.embed_many, texts)
+        except Exception as exc:  # noqa: BLE001 - any model failure turns the channel off, never the scope
+            log.error("semantic channel off scope=%s: %s (%s)", _scope_id(key), EMBEDDING_FAILED, type(exc).__name__)
+            return None
 
     def _enforce_budget(self, serving: tuple[str, str]) -> None:
         resident = self.resident_bytes()

@@ -98,7 +98,7 @@ def rank(
 
     Per channel, eligible hits are ranked 1.. by descending channel score, ties by record_id.
     ``fused = sum(1 / (60 + rank_c)) * 61 / channels`` (1.0 = first in every channel used);
-    ``score = 0.85 * fused + 0.15 * recency``; order: score desc, recency desc, record_id asc.
+    ``score = 0.95 * fused + 0.05 * recency``; order: score desc, recency desc, record_id asc.
     Only documents present in at least one channel are ranked; ``semantic_hits=None`` means
     the semantic channel was not used (it does not count in the normalisation).
     """

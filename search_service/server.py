@@ -13,8 +13,9 @@ from engram_api.storage.v1 import storage_pb2_grpc
 from engram_core import logs
 from engram_core.grpc_server import RunningServer, channel, create_server, run_until_signal
 from search_service.cursors import CursorCodec
+from search_service.embedding import Embedder, EmbeddingUnavailable
 from search_service.projection import Projections
-from search_service.service import SearchServicer
+from search_service.service import SEMANTIC_DISABLED, SearchServicer
 from search_service.settings import SearchSettings
 
 log = logging.getLogger("engram.search")
@@ -23,14 +24,17 @@ log = logging.getLogger("engram.search")
 async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], Awaitable[None]]]:
     storage_channel = channel(settings.storage_addr)
     pool = ThreadPoolExecutor(max_workers=settings.search_threads, thread_name_prefix="engram-search")
+    embedder, semantic_off = await load_embedder(settings)
     servicer = SearchServicer(
         Projections(storage_pb2_grpc.StorageServiceStub(storage_channel), settings.storage_rpc_seconds,
                     budget_bytes=settings.projection_budget_bytes,
-                    progress_seconds=settings.projection_progress_seconds),
+                    progress_seconds=settings.projection_progress_seconds, embedder=embedder, pool=pool),
         CursorCodec(settings.cursor_key.encode("utf-8"), ttl_ms=settings.cursor_ttl_seconds * 1000),
         pinned_hits=settings.pinned_hits,
         pool=pool,
         page_cache_bytes=settings.page_cache_bytes,
+        embedder=embedder,
+        semantic_off=semantic_off,
     )
     running = await create_server(
         settings, lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server)
@@ -42,6 +46,21 @@ async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], 
         pool.shutdown(wait=False, cancel_futures=True)
 
     return running, close
+
+
+async def load_embedder(settings: SearchSettings) -> tuple[Embedder | None, str]:
+    """The semantic channel's verified model, or None and the constant reason it is off (a
+    refused model is logged by the loader; the service runs lexical-only, never a different
+    model)."""
+    if not settings.semantic_channel:
+        log.info("semantic channel off: %s", SEMANTIC_DISABLED)
+        return None, SEMANTIC_DISABLED
+    try:
+        embedder = await asyncio.get_running_loop().run_in_executor(None, Embedder.load, settings.embedding_threads)
+    except EmbeddingUnavailable as exc:
+        return None, exc.reason
+    log.info("semantic channel on: %s", embedder.config()["model"])
+    return embedder, ""
 
 
 async def serve(settings: SearchSettings) -> None:

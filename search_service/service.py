@@ -24,14 +24,18 @@ from engram_core.timefmt import format_instant, now_ms
 from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.budget import CURSOR_FIELD, DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets
 from search_service.cursors import MAX_TOKEN_LENGTH, CursorCodec, CursorState
+from search_service.embedding import Embedder
 from search_service.projection import Projections, ScopeProjection, ScopeView
-from search_service.ranking import PROFILE, RankedHit
-from search_service.topk import top_k
+from search_service.ranking import PROFILE, RankedHit, profile_config
+from search_service.semantic import MIN_SIMILARITY, VectorIndex
+from search_service.topk import Channel, top_k
 from engram_core.redaction import project
 
 log = logging.getLogger("engram.search")
 
 SURFACES = ("lexical_index", "page_cache")
+SEMANTIC_SURFACE = "vectors"
+SEMANTIC_DISABLED = "semantic channel disabled by configuration"
 DEADLINE_MARGIN_SECONDS = 0.25
 DEFAULT_PINNED_HITS = 200
 DEFAULT_PAGE_CACHE_BYTES = 32 * 1024 * 1024
@@ -44,6 +48,7 @@ ORDERING_BYTES = 200
 class Ordering:
     hits: tuple[RankedHit, ...]
     candidate_count: int
+    semantic: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -93,14 +98,19 @@ class PageCache:
             return len(stale)
 
 
-def profile_config_digest(projection: ScopeProjection) -> str:
-    return _config_digest(canonicalize(dict(projection.index.profile_config())))
+def profile_config_digest(projection: ScopeProjection, semantic: Embedder | None = None) -> str:
+    """The digest of :func:`search_service.ranking.profile_config` for the channels used:
+    the lexical engine's config and, when the semantic channel ranked, the model's (id and
+    checksums) and the vector index's."""
+    semantic_json = None if semantic is None else canonicalize({**semantic.config(), **VectorIndex.config()})
+    return _config_digest(canonicalize(dict(projection.index.profile_config())), semantic_json)
 
 
 @functools.lru_cache(maxsize=64)
-def _config_digest(lexical_json: bytes) -> str:
-    """Per distinct engine config (a handful: one per language), not per search."""
-    return digest("rank", {"profile": PROFILE, "lexical": Encoded(lexical_json.decode("utf-8"))})
+def _config_digest(lexical_json: bytes, semantic_json: bytes | None) -> str:
+    """Per distinct engine config (a handful: one per language and channel set), not per search."""
+    semantic = None if semantic_json is None else json.loads(semantic_json)
+    return digest("rank", profile_config(json.loads(lexical_json), semantic))
 
 
 def _packet(projected: dict[str, Any], hit: RankedHit, *, plain: bool) -> Encoded:
@@ -117,7 +127,10 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
 
     def __init__(self, projections: Projections, codec: CursorCodec, *, pinned_hits: int = DEFAULT_PINNED_HITS,
                  pool: Executor | None = None, page_cache_bytes: int = DEFAULT_PAGE_CACHE_BYTES,
-                 replica_id: str = "") -> None:
+                 replica_id: str = "", embedder: Embedder | None = None,
+                 semantic_off: str = SEMANTIC_DISABLED) -> None:
+        """``embedder``: the semantic channel's model (the same one ``projections`` embeds
+        records with); None: the channel is off, ``semantic_off`` says why (a constant)."""
         # Named in coverage receipts; the server sets it once the port is bound.
         self.replica_id = replica_id
         self._projections = projections
@@ -125,16 +138,18 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         self._pages = PageCache(page_cache_bytes)
         self._pinned_hits = pinned_hits
         self._pool = pool
+        self._embedder = embedder
+        self._semantic_off = semantic_off
+        self.surfaces = tuple(sorted((*SURFACES, SEMANTIC_SURFACE) if embedder is not None else SURFACES))
 
     @rpc_boundary
     async def Search(self, request: search_pb2.SearchRequest, context: grpc.aio.ServicerContext) -> search_pb2.SearchResponse:
         args = json.loads(request.arguments_json)
         caller = request.caller
         tenant, workspace = caller.scope.tenant, caller.scope.workspace
-        policy = args["capability_policy"]
-        if policy["minimum_channels"] == "lexical_and_semantic":
-            # No semantic channel is configured yet; never a silent lexical fallback.
-            raise EngramError(Code.RANKING_UNAVAILABLE)
+        required = args["capability_policy"]["minimum_channels"] == "lexical_and_semantic"
+        if required and self._embedder is None:
+            raise EngramError(Code.RANKING_UNAVAILABLE)  # never a silent lexical fallback
         if request.policy_json:
             # Read from storage for this very call by the gateway (one round trip, not two).
             view = ScopeView.of(request.policy_json, request.head_cursor)
@@ -147,10 +162,16 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         projection = await self._projections.current(tenant, workspace, view.policy.get("language", DEFAULT_LANGUAGE),
                                                      view.head, wait_seconds=wait)
         async with projection.lock:
+            if required and projection.vectors is None:
+                raise EngramError(Code.RANKING_UNAVAILABLE)
             value = await asyncio.get_running_loop().run_in_executor(
                 self._pool, self._answer, projection, args, tenant, workspace, caller.principal,
                 view.policy.get("redaction_allowlist"))
         return search_pb2.SearchResponse(value_json=value)
+
+    def _semantic_for(self, projection: ScopeProjection) -> Embedder | None:
+        """The model when the semantic channel is healthy for this scope, else None."""
+        return self._embedder if projection.vectors is not None else None
 
     def _answer(self, projection: ScopeProjection, args: dict[str, Any], tenant: str, workspace: str, principal: str,
                 allowlist: list[str] | None) -> bytes:
@@ -175,8 +196,8 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         return canonical_with_digest("response", value, "response_digest")
 
     def _rank(self, projection: ScopeProjection, query: str, system_as_of: int, valid_as_of: int) -> Ordering:
-        top = top_k(projection.scores(query), projection.table, valid_as_of, system_as_of, self._pinned_hits)
-        return Ordering(top.hits, top.candidates)
+        return rank_scope(projection, query, self._semantic_for(projection), system_as_of, valid_as_of,
+                          self._pinned_hits)
 
     def _ordering_at(self, projection: ScopeProjection, query: str, system_as_of: int, valid_as_of: int,
                      ids_digest: str) -> Ordering:
@@ -201,13 +222,23 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         # Each packet is serialised once: measured by the budget, then written verbatim.
         packets = [_packet(project(projection.record(hit.record_id), allowlist), hit,
                            plain=hit.record_id not in projection.mixed) for hit in window]
+        cursor = str(projection.cursor)
+        channels = [{"channel": "lexical", "index_cursor": cursor}]
+        fields: dict[str, Any] = {}
+        if ordering.semantic:
+            channels.append({"channel": "semantic", "index_cursor": cursor})
+        else:
+            # Lexical only, and why: the receipt never hides a missing channel.
+            reason = self._semantic_off if self._embedder is None else projection.semantic_fault or self._semantic_off
+            fields["unavailable_channels"] = [{"channel": "semantic", "reason": reason}]
         receipt = with_digest(
             "rank",
             {
                 "request_digest": request_digest,
                 "profile": PROFILE,
-                "profile_config_digest": profile_config_digest(projection),
-                "channels": [{"channel": "lexical", "index_cursor": str(projection.cursor)}],
+                "profile_config_digest": profile_config_digest(projection, self._embedder if ordering.semantic else None),
+                "channels": channels,
+                **fields,
                 "system_as_of": str(system_as_of),
                 "valid_as_of": valid_as_of,
                 "candidate_count": ordering.candidate_count,
@@ -247,7 +278,18 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             async with projection.lock:
                 projection.remove(request.record_id)
         self._pages.drop_record(request.record_id)
-        return search_pb2.InvalidateResponse(surfaces=list(SURFACES), replica_id=self.replica_id)
+        return search_pb2.InvalidateResponse(surfaces=list(self.surfaces), replica_id=self.replica_id)
+
+
+def rank_scope(projection: ScopeProjection, query: str, embedder: Embedder | None, system_as_of: int,
+               valid_as_of: int, depth: int) -> Ordering:
+    """The pinned ordering of ``query`` over the scope: the lexical channel, and the semantic
+    one when ``embedder`` is given (the channel is healthy for the scope), fused exactly."""
+    channels = [Channel.lexical(projection.scores(query))]
+    if embedder is not None:
+        channels.append(Channel.above(projection.similarities(embedder.embed_query(query)), MIN_SIMILARITY))
+    top = top_k(channels, projection.table, valid_as_of, system_as_of, depth)
+    return Ordering(top.hits, top.candidates, embedder is not None)
 
 
 def _ids_digest(ordering: Ordering) -> str:

@@ -27,6 +27,12 @@ class SearchSettings(GrpcServiceSettings):
     projection_budget_bytes: int = Field(1024 * 1024 * 1024, ge=16 * 1024 * 1024)
     # Seconds between progress lines of a long catch-up (a cold rebuild).
     projection_progress_seconds: float = Field(5.0, gt=0)
+    # The semantic channel (SPEC §9): the packaged embedding model, verified at start. Off:
+    # lexical ranking only (every rank receipt says so; lexical_and_semantic callers get
+    # RANKING_UNAVAILABLE).
+    semantic_channel: bool = True
+    # onnxruntime threads for one embedding batch (records as the journal is applied, queries).
+    embedding_threads: int = Field(2, ge=1, le=64)
     # Bytes of pinned orderings kept for later pages (least recently used dropped first).
     page_cache_bytes: int = Field(32 * 1024 * 1024, ge=1024 * 1024)
 

@@ -1,15 +1,19 @@
 """The exact top ``depth`` of profile ``engram-hybrid/v2`` without ranking the whole scope.
 
-With one channel, a record's fused score depends only on its channel rank ``r``:
-``fused(r) = round(61 / (60 + r))`` falls with ``r``, and ``score = round(0.95·fused +
-0.05·recency)`` with ``recency <= 1``. So after the best ``M`` channel ranks are known exactly,
-no record at rank ``> M`` can score above ``bound(M) = round(0.95·fused(M + 1) + 0.05)``
-(rounding, multiplication by a positive constant and addition are monotone in binary64). If
-the ``depth``-th best final score among the first ``M`` is above ``bound(M)``, the top ``depth``
-is exact; otherwise ``M`` grows and the step repeats. Each step is vectorised selection
-(numpy) plus Python arithmetic on ``M`` records only, in exactly the operations of
-:func:`search_service.ranking.rank`, which stays the reference (proven equal on random
-corpora in tests/search/test_topk.py).
+A record's fused score depends only on its rank in each channel used, and falls as any of
+them grows: ``fused = round(min(1, Σ_c 1/(60 + r_c) · 61/channels))``, ``score = round(0.95·fused
++ 0.05·recency)`` with ``recency <= 1``. So the best ``W`` records of each channel are ranked
+exactly (vectorised selection, every tie at the cut included), and for each record seen in a
+window its final score is either exact (it is in every channel's window, or provably no hit of
+the channel it is missing from) or bounded above by putting it at rank ``W + 1`` of each
+channel it is missing from. A record in no window is bounded by rank ``W + 1`` everywhere.
+When the ``depth``-th best exact score is above every bound, the top ``depth`` is exact;
+otherwise ``W`` grows (×4) and the step repeats (at ``W`` = every hit it is the full ranking).
+
+The arithmetic is exactly that of :func:`search_service.ranking.rank` (channel contributions
+summed in the same order, the same roundings; rounding, multiplication by a positive constant
+and addition are monotone in binary64, so the bounds hold), which stays the reference (proven
+equal on random corpora with one and two channels in tests/search/test_topk.py).
 """
 
 from __future__ import annotations
@@ -26,79 +30,132 @@ from search_service.ranking import FUSED_WEIGHT, HALF_LIFE_MS, RECENCY_WEIGHT, R
 _SCALE = 1e12
 _FIRST_WINDOW = 64
 
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
 
 @dataclass(frozen=True, slots=True)
 class TopK:
     """``hits``: the best ``depth`` eligible records in final order. ``candidates``: how many
-    eligible records matched (all were ranked; only the best are listed). ``examined``: how
-    many channel ranks had to be resolved exactly (a cost figure)."""
+    eligible records matched in any channel (all were ranked; only the best are listed).
+    ``examined``: how many records had to be looked at (a cost figure)."""
 
     hits: tuple[RankedHit, ...]
     candidates: int
     examined: int
 
 
-def _fused(position: int) -> float:
-    # rank(): raw = 0.0 + 1.0 / (60 + r); fused = round(min(1.0, raw * (60 + 1) / 1))
-    return math.floor(min(1.0, (0.0 + 1.0 / (RRF_K + position)) * float(RRF_K + 1)) * _SCALE + 0.5) / _SCALE
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """One channel's score per table slot and which slots it lists (its hits)."""
+
+    scores: FloatArray
+    hits: BoolArray
+
+    @classmethod
+    def lexical(cls, scores: FloatArray) -> "Channel":
+        """BM25 scores: a slot is a hit when it scores (0.0 = no matching term)."""
+        return cls(scores, scores != 0)
+
+    @classmethod
+    def above(cls, scores: FloatArray, floor: float) -> "Channel":
+        """Similarities: a slot is a hit when it scores above ``floor``."""
+        return cls(scores, scores > floor)
 
 
-def _bound(position: int) -> float:
-    """The highest final score a record at channel rank ``position`` or worse can have."""
-    return math.floor((FUSED_WEIGHT * _fused(position) + RECENCY_WEIGHT * 1.0) * _SCALE + 0.5) / _SCALE
+class _Ranked:
+    """The exact ranks of a channel's best ``window`` eligible hits."""
 
+    __slots__ = ("rank", "slot_of", "known", "complete")
 
-def top_k(scores: npt.NDArray[np.float64], table: DocTable, now_ms: int, system_as_of: int,
-          depth: int) -> TopK:
-    """The exact first ``depth`` hits of :func:`search_service.ranking.rank` over the single
-    lexical channel, for the records eligible at ``now_ms`` and accepted by ``system_as_of``.
-    ``scores`` is the channel's score per table slot (0.0 = no match)."""
-    if depth < 1:
-        raise ValueError("depth must be positive")
-    matched = np.flatnonzero(scores)
-    slots = matched[table.eligible(matched, now_ms, system_as_of)]
-    values = scores[slots]
-    n = len(slots)
-    if n == 0:
-        return TopK((), 0, 0)
-    if not np.isfinite(values).all():
-        raise ValueError("channel scores must be finite")
-    window = min(n, max(_FIRST_WINDOW, 2 * depth))
-    ids = table.ids
-    floor = math.floor
-    while True:
+    def __init__(self, slots: npt.NDArray[np.int64], values: FloatArray, ids: list[str], window: int) -> None:
+        n = len(slots)
         if window < n:
             threshold = np.partition(values, n - window)[n - window]
             chosen = np.flatnonzero(values >= threshold)  # every tie at the threshold too
         else:
             chosen = np.arange(n)
-        # Exact channel ranks of the chosen: every eligible record scoring higher is chosen.
-        ordered = sorted(zip((-values[chosen]).tolist(), [ids[s] for s in slots[chosen].tolist()]))
-        fresh_of = _recencies(table, slots[chosen], ids, now_ms)
-        final: list[tuple[float, float, str, float]] = []
-        for position, (_, record_id) in enumerate(ordered, start=1):
-            fused = _fused(position)
-            fresh = fresh_of[record_id]
-            score = floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
-            final.append((-score, -fresh, record_id, fused))
-        examined = len(final)
-        final.sort()
-        best = final[:depth]
-        if examined == n or (len(best) == depth and -best[-1][0] > _bound(examined + 1)):
+        chosen_slots = slots[chosen].tolist()
+        self.slot_of = {ids[s]: s for s in chosen_slots}
+        ordered = sorted(zip((-values[chosen]).tolist(), self.slot_of))
+        self.rank = {record_id: position for position, (_, record_id) in enumerate(ordered, start=1)}
+        self.known = len(ordered)
+        self.complete = self.known == n
+
+
+def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: int, depth: int) -> TopK:
+    """The exact first ``depth`` hits of :func:`search_service.ranking.rank` over ``channels``
+    (lexical first, then semantic, as rank() takes them), for the records eligible at
+    ``now_ms`` and accepted by ``system_as_of``."""
+    if depth < 1:
+        raise ValueError("depth must be positive")
+    if not channels:
+        raise ValueError("at least one channel")
+    listed = channels[0].hits.copy()
+    for channel in channels[1:]:
+        listed |= channel.hits
+    matched = np.flatnonzero(listed)
+    eligible = np.zeros(table.size, np.bool_)
+    eligible[matched[table.eligible(matched, now_ms, system_as_of)]] = True
+    n = int(eligible.sum())
+    if n == 0:
+        return TopK((), 0, 0)
+    ids = table.ids
+    per_channel: list[tuple[npt.NDArray[np.int64], FloatArray, BoolArray]] = []
+    for channel in channels:
+        hit = channel.hits & eligible
+        slots = np.flatnonzero(hit)
+        values = channel.scores[slots]
+        if not np.isfinite(values).all():
+            raise ValueError("channel scores must be finite")
+        per_channel.append((slots, values, hit))
+    scale = (RRF_K + 1) / len(channels)
+    floor = math.floor
+    window = max(_FIRST_WINDOW, 2 * depth)
+    while True:
+        ranked = [_Ranked(slots, values, ids, window) for slots, values, _ in per_channel]
+        seen: dict[str, int] = {}
+        for channel_ranked in ranked:
+            seen.update(channel_ranked.slot_of)
+        exact: list[tuple[float, float, str, float]] = []
+        ceiling = -1.0  # the best score a record not known exactly could reach
+        for record_id, slot in seen.items():
+            total = bound = 0.0
+            known = True
+            for (_, _, hit), channel_ranked in zip(per_channel, ranked):
+                position = channel_ranked.rank.get(record_id)
+                if position is not None:
+                    total += 1.0 / (RRF_K + position)
+                    bound += 1.0 / (RRF_K + position)
+                elif hit[slot] and not channel_ranked.complete:
+                    known = False
+                    bound += 1.0 / (RRF_K + channel_ranked.known + 1)
+            fresh = floor(0.5 ** (max(0, now_ms - int(table.valid_from[slot])) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
+            if known:
+                fused = floor(min(1.0, total * scale) * _SCALE + 0.5) / _SCALE
+                score = floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
+                exact.append((-score, -fresh, record_id, fused))
+            else:
+                ceiling = max(ceiling, _score(bound * scale, fresh))
+        if any(not r.complete for r in ranked):
+            unseen = 0.0
+            for channel_ranked in ranked:
+                if not channel_ranked.complete:
+                    unseen += 1.0 / (RRF_K + channel_ranked.known + 1)
+            ceiling = max(ceiling, _score(unseen * scale, 1.0))
+        exact.sort()
+        best = exact[:depth]
+        everything = all(r.complete for r in ranked)
+        if everything or (len(best) == depth and -best[-1][0] > ceiling):
             make = tuple.__new__
             hits = tuple(
                 make(RankedHit, (record_id, -neg_score, i, fused, -neg_fresh))
                 for i, (neg_score, neg_fresh, record_id, fused) in enumerate(best, start=1)
             )
-            return TopK(hits, n, examined)
-        window = min(n, 4 * window)
+            return TopK(hits, n, len(seen))
+        window = 4 * window
 
 
-def _recencies(table: DocTable, chosen: npt.NDArray[np.int64], ids: list[str], now_ms: int) -> dict[str, float]:
-    """Rounded recency per chosen record id (scalar pow, as in rank())."""
-    floor = math.floor
-    starts = table.valid_from[chosen].tolist()
-    return {
-        ids[slot]: floor(0.5 ** (max(0, now_ms - start) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
-        for slot, start in zip(chosen.tolist(), starts)
-    }
+def _score(scaled: float, fresh: float) -> float:
+    fused = math.floor(min(1.0, scaled) * _SCALE + 0.5) / _SCALE
+    return math.floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE

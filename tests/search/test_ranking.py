@@ -15,7 +15,7 @@ from search_service.ranking import (
     recency,
     round_score,
 )
-from search_service.topk import top_k
+from search_service.topk import Channel, top_k
 
 from .helpers import DAY_MS, NOW_MS, record
 
@@ -231,5 +231,5 @@ def test_quality_sanity_relevant_record_first():
         "ed25519 host keys": "mem_auth",
     }
     for query, expected in cases.items():
-        hits = top_k(projection.scores(query), projection.table, NOW, 1, 10).hits
+        hits = top_k([Channel.lexical(projection.scores(query))], projection.table, NOW, 1, 10).hits
         assert hits and hits[0].record_id == expected, query

@@ -8,7 +8,7 @@ import pytest
 from search_service.doctable import DocTable
 from search_service.lexical import FIELDS, LexicalIndex
 from search_service.ranking import HALF_LIFE_MS, DocMeta, rank
-from search_service.topk import _FIRST_WINDOW, top_k
+from search_service.topk import _FIRST_WINDOW, Channel, top_k
 
 NOW = 1_800_000_000_000
 DAY = 86_400_000
@@ -50,10 +50,78 @@ def test_matches_rank_on_random_score_vectors():
         pin = rng.randint(1, 10)
         depth = rng.choice([1, 10, 50, 200])
         expected, count = reference(scores, table, NOW, pin, depth)
-        got = top_k(scores, table, NOW, pin, depth)
+        got = top_k([Channel.lexical(scores)], table, NOW, pin, depth)
         assert list(got.hits) == expected, case
         assert got.candidates == count
         assert got.examined <= count
+
+
+def reference_fused(lexical: np.ndarray, semantic: np.ndarray, table: DocTable, now: int, pin: int, depth: int):
+    """rank() with both channels over every live slot accepted by the pin."""
+    metas, lex, sem = {}, [], []
+    for slot in range(table.size):
+        if not (table.alive[slot] and table.accepted_at[slot] <= pin):
+            continue
+        meta = table.meta(slot)
+        metas[meta.record_id] = meta
+        if lexical[slot] != 0:
+            lex.append((meta.record_id, float(lexical[slot])))
+        if semantic[slot] > 0:
+            sem.append((meta.record_id, float(semantic[slot])))
+    ranked = rank(lex, sem, metas, now)
+    return ranked[:depth], len(ranked)
+
+
+def test_two_channels_match_rank_on_random_score_vectors():
+    """Fused top-k (lexical + semantic, RRF) equals rank() over the whole scope: random
+    eligibility, ties in either channel, channels that agree, disagree or barely overlap."""
+    rng = random.Random(11)
+    for case in range(150):
+        table = DocTable()
+        n = rng.choice([1, 4, 60, 400, 3000])
+        for i in range(n):
+            table.add(random_meta(rng, f"mem_{rng.getrandbits(40):010x}{i}"), accepted_at=rng.randint(1, 10))
+        for record_id in rng.sample(table.ids, k=n // 10):
+            table.remove(record_id)
+        levels = [0.0] + [rng.uniform(0.01, 30.0) for _ in range(rng.choice([1, 3, 40, 10_000]))]
+        lexical = np.array([rng.choice(levels) if rng.random() < rng.choice([0.05, 0.5, 1.0]) else 0.0
+                            for _ in range(table.size)], np.float64)
+        mode = rng.choice(["random", "agree", "reverse", "ties"])
+        if mode == "random":
+            semantic = np.array([rng.uniform(-0.2, 1.0) for _ in range(table.size)], np.float64)
+        elif mode == "agree":
+            semantic = np.where(lexical > 0, lexical / 31.0, rng.uniform(-0.1, 0.05))
+        elif mode == "reverse":
+            semantic = np.where(lexical > 0, 1.0 - lexical / 31.0, 0.5)
+        else:
+            semantic = np.array([rng.choice([-0.5, 0.0, 0.25, 0.5, 0.75]) for _ in range(table.size)], np.float64)
+        pin = rng.randint(1, 10)
+        depth = rng.choice([1, 10, 50, 200])
+        expected, count = reference_fused(lexical, semantic, table, NOW, pin, depth)
+        got = top_k([Channel.lexical(lexical), Channel.above(semantic, 0.0)], table, NOW, pin, depth)
+        assert list(got.hits) == expected, (case, mode)
+        assert got.candidates == count
+
+
+def test_fusion_against_a_hand_computed_fixture():
+    """Three records, equal recency: a = lexical 1 / semantic 3, b = lexical 2 / semantic 1,
+    c = semantic 2 only. fused = (Σ 1/(60 + r)) · 61 / 2, rounded to 12 decimals; score =
+    0.95 · fused + 0.05 · 1."""
+    table = DocTable()
+    for record_id in ("mem_a", "mem_b", "mem_c"):
+        table.add(DocMeta(record_id, valid_from_ms=NOW), accepted_at=1)
+    lexical = np.array([5.0, 4.0, 0.0])
+    semantic = np.array([0.3, 0.9, 0.6])
+    got = top_k([Channel.lexical(lexical), Channel.above(semantic, 0.0)], table, NOW, 1, 10)
+    # b: (1/62 + 1/61) * 30.5; a: (1/61 + 1/63) * 30.5; c: (1/62) * 30.5
+    fused = {"mem_b": 0.991935483871, "mem_a": 0.984126984127, "mem_c": 0.491935483871}
+    assert [h.record_id for h in got.hits] == ["mem_b", "mem_a", "mem_c"]
+    assert [h.fused for h in got.hits] == list(fused.values())
+    assert [h.score for h in got.hits] == [0.992338709677, 0.984920634921, 0.517338709677]
+    assert got.candidates == 3
+    # The semantic channel alone changes nothing for records it does not list.
+    alone = top_k([Channel.lexical(lexical), Channel.above(np.array([-0.1, -0.2, -0.3]), 0.0)], table, NOW, 1, 10)
+    assert [(h.record_id, h.fused) for h in alone.hits] == [("mem_a", round(30.5 / 61, 12)), ("mem_b", round(30.5 / 62, 12))]
 
 
 def test_matches_rank_over_a_real_lexical_index():
@@ -68,7 +136,7 @@ def test_matches_rank_over_a_real_lexical_index():
         scores = index.scores(query, table.size)
         for depth in (1, 7, 60):
             expected, count = reference(scores, table, NOW, 1, depth)
-            got = top_k(scores, table, NOW, 1, depth)
+            got = top_k([Channel.lexical(scores)], table, NOW, 1, depth)
             assert list(got.hits) == expected and got.candidates == count
 
 
@@ -83,7 +151,7 @@ def test_recency_can_force_a_wider_window():
         table.add(DocMeta(record_id=f"mem_{i:05d}", valid_from_ms=NOW - age), accepted_at=1)
     scores = np.array([float(n - i) for i in range(n)], np.float64)
     depth = 1000
-    got = top_k(scores, table, NOW, 1, depth)
+    got = top_k([Channel.lexical(scores)], table, NOW, 1, depth)
     expected, _ = reference(scores, table, NOW, 1, depth)
     assert list(got.hits) == expected
     assert got.examined > max(_FIRST_WINDOW, 2 * depth)
@@ -102,19 +170,19 @@ def test_eligibility_and_snapshot_columns():
     table.add(DocMeta("mem_expiring", valid_from_ms=NOW - 10, expires_at_ms=NOW + 1), accepted_at=1)
     table.add(DocMeta("mem_gone", **base), accepted_at=1)
     table.remove("mem_gone")
-    got = top_k(np.ones(table.size), table, NOW, 5, 10)
+    got = top_k([Channel.lexical(np.ones(table.size))], table, NOW, 5, 10)
     assert sorted(h.record_id for h in got.hits) == ["mem_end_now", "mem_expiring", "mem_ok"]
     assert got.candidates == 3
-    assert top_k(np.zeros(table.size), table, NOW, 5, 10).hits == ()
+    assert top_k([Channel.lexical(np.zeros(table.size))], table, NOW, 5, 10).hits == ()
 
 
 def test_refusals():
     table = DocTable()
     table.add(DocMeta("mem_a", valid_from_ms=0), accepted_at=0)
     with pytest.raises(ValueError):
-        top_k(np.ones(1), table, NOW, 0, 0)
+        top_k([Channel.lexical(np.ones(1))], table, NOW, 0, 0)
     with pytest.raises(ValueError):
-        top_k(np.array([np.inf]), table, NOW, 0, 1)
+        top_k([Channel.lexical(np.array([np.inf]))], table, NOW, 0, 1)
     with pytest.raises(ValueError):
         table.add(DocMeta("mem_a", valid_from_ms=0), accepted_at=0)
 
@@ -148,7 +216,7 @@ def test_projection_compacts_after_many_removals_and_keeps_answers():
     total = 2 * COMPACT_MIN_DEAD + 10
     for i in range(total):
         projection.add(record(f"mem_{i:05d}", f"harbour crane number{i % 7}"), cursor=i + 1)
-    before = top_k(projection.scores("harbour number3"), projection.table, NOW, total, 50)
+    before = top_k([Channel.lexical(projection.scores("harbour number3"))], projection.table, NOW, total, 50)
     keep = {hit.record_id for hit in before.hits[:20]}
     removed = 0
     for i in range(total):
@@ -158,10 +226,10 @@ def test_projection_compacts_after_many_removals_and_keeps_answers():
             removed += 1
     assert projection.table.size < total  # compacted: dead slots renumbered away
     assert projection.table.size == len(projection.table) == len(projection.records) == len(projection.index)
-    after = top_k(projection.scores("harbour number3"), projection.table, NOW, total, 50)
+    after = top_k([Channel.lexical(projection.scores("harbour number3"))], projection.table, NOW, total, 50)
     fresh = ScopeProjection()
     for record_id in sorted(projection.records):
         fresh.add(projection.record(record_id), cursor=1)
-    expected = top_k(fresh.scores("harbour number3"), fresh.table, NOW, total, 50)
+    expected = top_k([Channel.lexical(fresh.scores("harbour number3"))], fresh.table, NOW, total, 50)
     assert after.hits == expected.hits and after.candidates == expected.candidates
     assert not projection.remove("mem_unknown")

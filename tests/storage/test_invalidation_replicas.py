@@ -42,7 +42,7 @@ async def test_every_replica_or_nothing(storage: Storage) -> None:
         done = await storage.deps.store.outbox.find_one({"_id": row["_id"]})
         assert done["state"] == "done" and done["coverage_receipt"]["receipt_digest"] == digest
         assert done["coverage_receipt"]["replicas"] == ["search-a", "search-b"]
-        assert done["coverage_receipt"]["surfaces"] == ["lexical_index", "page_cache"]
+        assert done["coverage_receipt"]["surfaces"] == ["lexical_index", "page_cache", "vectors"]
         assert await asyncio.to_thread(run_invalidation, both, row["_id"]) == "already_done"
         replay = json.loads((await storage.stub.Forget(forget)).value_json)
         assert replay["projection_invalidation"] == "complete" and replay["coverage_receipt_digest"] == digest

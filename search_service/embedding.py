@@ -39,6 +39,7 @@ DIMENSIONS = 384
 WINDOW_PIECES = 256
 WINDOW_STRIDE = 127  # content pieces a window moves on: half of the 254 it holds
 BATCH_WINDOWS = 32
+BATCH_PIECES = 4096  # padded word pieces of one batch (windows × the longest of them)
 
 Vectors = npt.NDArray[np.float32]
 
@@ -88,6 +89,10 @@ class Embedder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # No arena: measured here, it kept ~0.7 GiB after one batch of 32 full windows and
+        # grew with each batch; without it a batch's memory goes back after the run (~15 %
+        # slower on short texts).
+        options.enable_cpu_mem_arena = False
         try:
             self._session = onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
@@ -125,7 +130,7 @@ class Embedder:
 
     def embed_windows(self, text: str) -> Vectors:
         """One unit vector per window of ``text``: shape ``(windows, DIMENSIONS)``."""
-        return self._run(self.windows(text))
+        return self.embed_many([text])[0]
 
     def embed_many(self, texts: Sequence[str]) -> list[Vectors]:
         """:meth:`embed_windows` of each text, windows batched together (shortest first)."""
@@ -133,9 +138,9 @@ class Embedder:
         flat = [(i, window) for i, text_windows in enumerate(windows) for window in text_windows]
         order = sorted(range(len(flat)), key=lambda k: len(flat[k][1]))
         vectors = np.empty((len(flat), DIMENSIONS), np.float32)
-        for start in range(0, len(order), BATCH_WINDOWS):
-            chunk = order[start:start + BATCH_WINDOWS]
-            vectors[chunk] = self._run([flat[k][1] for k in chunk])
+        for chunk in _batches([len(flat[k][1]) for k in order]):
+            picked = [order[k] for k in chunk]
+            vectors[picked] = self._run([flat[k][1] for k in picked])
         out, at = [], 0
         for text_windows in windows:
             out.append(vectors[at:at + len(text_windows)])
@@ -159,6 +164,20 @@ class Embedder:
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _batches(lengths: Sequence[int]) -> list[range]:
+    """Consecutive runs of the (ascending) ``lengths``: at most BATCH_WINDOWS windows and at
+    most BATCH_PIECES padded pieces each (a single window always fits: at most 256 pieces)."""
+    out: list[range] = []
+    start = 0
+    for end in range(1, len(lengths) + 1):
+        if end - start > BATCH_WINDOWS or (end - start) * lengths[end - 1] > BATCH_PIECES:
+            out.append(range(start, end - 1))
+            start = end - 1
+    if start < len(lengths):
+        out.append(range(start, len(lengths)))
+    return out
 
 
 def _refused(reason: str) -> EmbeddingUnavailable:

@@ -100,3 +100,14 @@ def test_a_missing_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingUnavailable) as refused:
         _packaged("no_such_embedding_package", "model.onnx")
     assert refused.value.reason == "embedding package not installed"
+
+
+@pytest.mark.parametrize("lengths", [[], [3], [2] * 100, [10] * 31 + [200] * 40, [256] * 17, list(range(2, 257))])
+def test_batches_stay_within_both_bounds_and_cover_every_window(lengths: list[int]) -> None:
+    from search_service.embedding import BATCH_PIECES, BATCH_WINDOWS, _batches
+
+    batches = _batches(lengths)
+    assert [k for batch in batches for k in batch] == list(range(len(lengths)))
+    for batch in batches:
+        assert 1 <= len(batch) <= BATCH_WINDOWS
+        assert len(batch) * lengths[batch[-1]] <= BATCH_PIECES  # ascending: the last is the longest

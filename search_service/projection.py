@@ -284,6 +284,8 @@ class Projections:
                     # A build (not a search's small catch-up): keep the index in its compact form.
                     async with projection.lock:
                         projection.index.freeze()
+                        if projection.vectors is not None:
+                            projection.vectors.trim()
                 if reported:
                     log.info("projection caught up scope=%s cursor=%d records=%d bytes=%d elapsed_s=%.1f",
                              _scope_id(key), projection.cursor, len(projection.records),

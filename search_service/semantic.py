@@ -71,7 +71,7 @@ class VectorIndex:
             raise ValueError("one or more window vectors of the model's dimensions")
         count = len(vectors)
         if self._rows + count > len(self._matrix):
-            self._matrix = _grown(self._matrix, max(2 * len(self._matrix), self._rows + count))
+            self._matrix = _grown(self._matrix, max(_next_capacity(len(self._matrix)), self._rows + count))
         if slot == len(self._first):
             self._first = _grown(self._first, 2 * slot)
             self._count = _grown(self._count, 2 * slot)
@@ -80,6 +80,12 @@ class VectorIndex:
         self._count[slot] = count
         self._rows += count
         self._slots += 1
+
+    def trim(self) -> None:
+        """Drop the matrix's unused capacity (after a build: growth by doubling leaves up to
+        half of it empty)."""
+        if len(self._matrix) > self._rows + _INITIAL_ROWS:
+            self._matrix = self._matrix[: self._rows + _INITIAL_ROWS].copy()
 
     def remove(self, slot: int) -> None:
         """Zero the slot's rows (the slot stays, scoring 0, until a compaction)."""
@@ -130,6 +136,12 @@ class VectorIndex:
             "similarity": "max over the record's windows of the dot product of unit vectors (cosine)",
             "hit": f"best-window cosine > {MIN_SIMILARITY}",
         }
+
+
+def _next_capacity(rows: int) -> int:
+    """Double while small, then grow by a quarter (a copy of a large matrix is a pause, and
+    doubling would leave up to half of it unused)."""
+    return 2 * rows if rows < 65_536 else rows + rows // 4
 
 
 def _grown(column: npt.NDArray[np.generic], capacity: int) -> npt.NDArray[np.generic]:

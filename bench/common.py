@@ -1,12 +1,20 @@
-"""Shared helpers of the benchmarks: percentiles, process memory, versions."""
+"""Shared helpers of the benchmarks: percentiles, process memory, versions, extra scopes and
+the gRPC write path (capture + admission), and the retrieval-quality metrics."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import platform
 import statistics
+from collections.abc import Collection, Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
+
+BENCH_PURPOSE = "purpose:bench"
+BENCH_PRINCIPAL = "user:bench"
 
 PACKAGES = ("mcp", "grpcio", "protobuf", "pymongo", "celery", "redis", "secantusdb")
 
@@ -54,3 +62,89 @@ def report(name: str, samples_ms: list[float], wall_seconds: float) -> str:
     rate = len(samples_ms) / wall_seconds if wall_seconds > 0 else 0.0
     return (f"{name:<28} n={len(samples_ms):<6} p50={p['p50']:.2f}ms p95={p['p95']:.2f}ms "
             f"p99={p['p99']:.2f}ms throughput={rate:.1f}/s")
+
+
+class Scope:
+    """One ``{tenant, workspace}`` a bench writes to and searches, with its gRPC caller
+    (``records`` counts what the bench loaded into it)."""
+
+    def __init__(self, tenant: str, workspace: str, *, principal: str = BENCH_PRINCIPAL,
+                 purpose_ref: str = BENCH_PURPOSE) -> None:
+        from engram_api.common.v1 import common_pb2  # deferred: keep this module light to import
+
+        self.tenant, self.workspace = tenant, workspace
+        self.principal, self.purpose_ref = principal, purpose_ref
+        self.caller = common_pb2.Caller(scope=common_pb2.Scope(tenant=tenant, workspace=workspace),
+                                        principal=principal, purpose_ref=purpose_ref)
+        self.records = 0
+
+    def enable(self, stack: Any) -> "Scope":
+        """Enable memory for the scope on a spawned stack (the operator's ``engram admin enable``,
+        which also lets the dev host act for its tenant)."""
+        stack.admin("enable", "--tenant", self.tenant, "--workspace", self.workspace)
+        return self
+
+
+async def capture_and_admit(storage: Any, admission: Any, scope: Scope, args: dict[str, Any],
+                            admission_key: str) -> dict[str, Any]:
+    """The real write path over gRPC: StorageService.Capture of ``args`` (the capture tool's
+    arguments), then AdmissionService.RequestAdmission, which waits for the worker's decision.
+    Returns the admission ``outcome`` (``status``, ``record_id`` when accepted, ...)."""
+    from engram_api.admission.v1 import admission_pb2
+    from engram_api.storage.v1 import storage_pb2
+    from engram_core.canonical import canonicalize
+    from engram_core.digests import operation_digest
+
+    captured = await storage.Capture(storage_pb2.CaptureRequest(
+        caller=scope.caller, idempotency_key=args["idempotency_key"],
+        operation_digest=operation_digest("engram_memory_capture", args),
+        payload_json=canonicalize(args["payload"]), evidence_json=canonicalize(args["evidence"])), timeout=60)
+    candidate = json.loads(captured.value_json)["candidate_id"]
+    admitted = await admission.RequestAdmission(admission_pb2.RequestAdmissionRequest(
+        caller=scope.caller, candidate_id=candidate, idempotency_key=admission_key,
+        operation_digest=operation_digest("engram_memory_request_admission",
+                                          {"candidate_id": candidate, "idempotency_key": admission_key})), timeout=120)
+    outcome: dict[str, Any] = json.loads(admitted.value_json)["outcome"]
+    return outcome
+
+
+# Retrieval-quality metrics (binary relevance). ``ranking`` is a ranked list of document ids,
+# best first; ``relevant`` the query's set of relevant ids (not empty). A repeated id is
+# dropped from the ranking (the documents behind it move up) before the cut at k.
+
+def _first_positions(ranking: Sequence[str], k: int | None = None) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for doc in ranking:
+        if doc not in seen:
+            seen.add(doc)
+            out.append(doc)
+    return out if k is None else out[:k]
+
+
+def recall_at_k(ranking: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """|top-k ∩ relevant| / |relevant|."""
+    if not relevant:
+        raise ValueError("a query without relevant documents has no recall")
+    return sum(1 for doc in _first_positions(ranking, k) if doc in relevant) / len(relevant)
+
+
+def ndcg_at_k(ranking: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """DCG@k / ideal DCG@k with gain 1 for a relevant document at rank i (1-based) discounted
+    by log2(i + 1); the ideal ranking puts min(k, |relevant|) relevant documents first."""
+    if not relevant:
+        raise ValueError("a query without relevant documents has no nDCG")
+    dcg = sum(1 / math.log2(i + 2) for i, doc in enumerate(_first_positions(ranking, k)) if doc in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+    return dcg / ideal
+
+
+def mrr(ranking: Sequence[str], relevant: Collection[str]) -> float:
+    """Reciprocal rank of the first relevant document in the whole ranking; 0 without one
+    (the mean over queries is the MRR)."""
+    if not relevant:
+        raise ValueError("a query without relevant documents has no reciprocal rank")
+    for i, doc in enumerate(_first_positions(ranking)):
+        if doc in relevant:
+            return 1 / (i + 1)
+    return 0.0

@@ -32,17 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import grpc  # noqa: E402
 
-from bench.common import report, rss_mib, versions  # noqa: E402
+from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE, Scope, capture_and_admit, report, rss_mib, versions  # noqa: E402
 from bench.search_bench import make_vocabulary  # noqa: E402
-from engram_api.admission.v1 import admission_pb2, admission_pb2_grpc  # noqa: E402
-from engram_api.common.v1 import common_pb2  # noqa: E402
+from engram_api.admission.v1 import admission_pb2_grpc  # noqa: E402
 from engram_api.search.v1 import search_pb2, search_pb2_grpc  # noqa: E402
-from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc  # noqa: E402
+from engram_api.storage.v1 import storage_pb2_grpc  # noqa: E402
 from engram_cli.datastores import free_port  # noqa: E402
 from engram_cli.spawn import SpawnedStack, spawn_up  # noqa: E402
 from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
-from engram_core.digests import operation_digest  # noqa: E402
 from engram_core.grpc_errors import error_from_rpc  # noqa: E402
 from engram_core.grpc_server import channel  # noqa: E402
 from engram_core.schemas.validate import with_defaults  # noqa: E402
@@ -50,8 +48,8 @@ from engram_hostkit import HostFile  # noqa: E402
 from engram_hostkit.client import EngramClient  # noqa: E402
 from engram_hostkit.examples import make_capture_args, make_search_args  # noqa: E402
 
-PURPOSE = "purpose:bench"
-PRINCIPAL = "user:bench"
+PURPOSE = BENCH_PURPOSE
+PRINCIPAL = BENCH_PRINCIPAL
 
 
 class Corpus:
@@ -69,14 +67,6 @@ class Corpus:
         return " ".join(self.rng.choices(self.words, cum_weights=self.cum, k=self.rng.randint(2, 4)))
 
 
-class Scope:
-    def __init__(self, stack: SpawnedStack, tenant: str, workspace: str) -> None:
-        self.tenant, self.workspace = tenant, workspace
-        self.caller = common_pb2.Caller(scope=common_pb2.Scope(tenant=tenant, workspace=workspace),
-                                        principal=PRINCIPAL, purpose_ref=PURPOSE)
-        self.records = 0
-
-
 async def load(scope: Scope, corpus: Corpus, count: int, concurrency: int, storage: Any, admission: Any,
                tag: str, progress: bool) -> float:
     """Capture and admit ``count`` more records; returns records per second."""
@@ -88,17 +78,7 @@ async def load(scope: Scope, corpus: Corpus, count: int, concurrency: int, stora
         nonlocal done
         async with sem:
             args = make_capture_args(idempotency_key=f"bench-{tag}-{i:07d}", text=corpus.text(i), purpose_ref=PURPOSE)
-            captured = await storage.Capture(storage_pb2.CaptureRequest(
-                caller=scope.caller, idempotency_key=args["idempotency_key"],
-                operation_digest=operation_digest("engram_memory_capture", args),
-                payload_json=canonicalize(args["payload"]), evidence_json=canonicalize(args["evidence"])), timeout=60)
-            candidate = json.loads(captured.value_json)["candidate_id"]
-            key = f"bench-{tag}-adm-{i:07d}"
-            admitted = await admission.RequestAdmission(admission_pb2.RequestAdmissionRequest(
-                caller=scope.caller, candidate_id=candidate, idempotency_key=key,
-                operation_digest=operation_digest("engram_memory_request_admission",
-                                                  {"candidate_id": candidate, "idempotency_key": key})), timeout=120)
-            outcome = json.loads(admitted.value_json)["outcome"]
+            outcome = await capture_and_admit(storage, admission, scope, args, f"bench-{tag}-adm-{i:07d}")
             if outcome["status"] != "accepted":
                 raise RuntimeError(f"record {i} not accepted: {outcome['status']}")
             done += 1
@@ -190,7 +170,7 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     search = search_pb2_grpc.SearchServiceStub(search_chan)
     corpus = Corpus(opts.seed)
     tag = uuid.uuid4().hex[:6]
-    main_scope = Scope(stack, DEV_TENANT, DEV_WORKSPACE)
+    main_scope = Scope(DEV_TENANT, DEV_WORKSPACE, principal=PRINCIPAL, purpose_ref=PURPOSE)
     search_pid = stack.pids()["search"]
     rss_empty = rss_mib(search_pid)
     print(f"# search scale bench: {versions()}")
@@ -210,8 +190,7 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     if opts.scopes:
         scopes = []
         for n in range(opts.scopes):
-            extra = Scope(stack, f"bench-{tag}-{n}", "default")
-            stack.admin("enable", "--tenant", extra.tenant, "--workspace", extra.workspace)
+            extra = Scope(f"bench-{tag}-{n}", "default", principal=PRINCIPAL, purpose_ref=PURPOSE).enable(stack)
             rate = await load(extra, corpus, opts.scope_records, opts.load_concurrency, storage, admission,
                               f"{tag}-s{n}", opts.progress)
             scopes.append(extra)

@@ -23,9 +23,12 @@ from search_service.embedding import DIMENSIONS, Vectors
 
 _INITIAL_ROWS = 1024
 _INITIAL_SLOTS = 1024
-MIN_SIMILARITY = 0.0
-"""A record is a semantic hit when its best window's cosine to the query is above this (so an
-unrelated or opposite text is not listed just because the channel ranks every record)."""
+MIN_SIMILARITY = 0.35
+"""A record is a semantic hit when its best window's cosine to the query is above this: the
+channel lists related records, not every record of the scope. Chosen on the quality bench
+(bench/quality_bench.py, docs/ranking.md): from 0.0 to 0.35 Semanlink nDCG@10 stays at
+0.520-0.521 while the LongMemEval subset's rises from 0.884 to 0.925 (a weak semantic rank no
+longer pulls a lexical hit down); above 0.4 Semanlink loses (0.494 at 0.5)."""
 
 FloatArray = npt.NDArray[np.float64]
 

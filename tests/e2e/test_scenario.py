@@ -240,3 +240,31 @@ async def test_search_language_is_the_scopes_operator_setting(stack: RunningStac
         stack.admin("enable", "--tenant", tenant, "--workspace", "default", "--language", "none")
         assert await hits("Haus") == []  # no stemmed copy any more
         assert await hits("die werden") == [outcome["record_id"]]  # no stop list either
+
+
+async def test_both_channels_through_mcp_find_a_paraphrase(stack: RunningStack) -> None:
+    """SPEC §9 on the running stack: the semantic channel is healthy, a caller may require it,
+    and a query sharing no word with a memory finds it (in a fresh scope: nothing else there)."""
+    tag = uuid.uuid4().hex[:8]
+    tenant = f"sem-{tag}"
+    stack.admin("enable", "--tenant", tenant, "--workspace", "default")
+    time.sleep(1.1)  # the gateway re-reads the host registry at most once a second
+    texts = ["Her dog is called Biscuit and sleeps by the heater.",
+             "Quarterly VAT returns are filed on the fifth."]
+    both = {"minimum_channels": "lexical_and_semantic", "network": "forbid"}
+    async with connect(stack, "http", tenant=tenant, workspace="default") as memory:
+        ids = []
+        for i, text in enumerate(texts):
+            candidate_id = value(await memory.call("engram_memory_capture", make_capture_args(
+                idempotency_key=f"e2e-sem-{tag}-{i:02d}", text=text, purpose_ref=PURPOSE)))["candidate_id"]
+            ids.append(value(await memory.call("engram_memory_request_admission", make_request_admission_args(
+                candidate_id, f"e2e-sem-admit-{tag}-{i}")))["outcome"]["record_id"])
+        found = value(await memory.call("engram_memory_search",
+                                        make_search_args("which puppy does she own", PURPOSE, capability_policy=both)))
+        assert [p["record"]["record_id"] for p in found["records"]] == [ids[0]]  # the tax note is unrelated
+        receipt = found["rank_receipt"]
+        assert [c["channel"] for c in receipt["channels"]] == ["lexical", "semantic"]
+        assert "unavailable_channels" not in receipt
+        nothing = value(await memory.call("engram_memory_search",
+                                          make_search_args("zzqx", PURPOSE, capability_policy=both)))
+        assert nothing["records"] == []

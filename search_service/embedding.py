@@ -39,7 +39,7 @@ DIMENSIONS = 384
 WINDOW_PIECES = 256
 WINDOW_STRIDE = 127  # content pieces a window moves on: half of the 254 it holds
 BATCH_WINDOWS = 32
-BATCH_PIECES = 4096  # padded word pieces of one batch (windows × the longest of them)
+BATCH_PIECES = 1024  # padded word pieces of one batch (windows × the longest of them)
 
 Vectors = npt.NDArray[np.float32]
 

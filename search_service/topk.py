@@ -2,23 +2,25 @@
 
 A record's fused score depends only on its rank in each channel used, and falls as any of
 them grows: ``fused = round(min(1, Σ_c 1/(60 + r_c) · 61/channels))``, ``score = round(0.95·fused
-+ 0.05·recency)`` with ``recency <= 1``. So the best ``W`` records of each channel are ranked
-exactly (vectorised selection, every tie at the cut included), and for each record seen in a
-window its final score is either exact (it is in every channel's window, or provably no hit of
-the channel it is missing from) or bounded above by putting it at rank ``W + 1`` of each
-channel it is missing from. A record in no window is bounded by rank ``W + 1`` everywhere.
-When the ``depth``-th best exact score is above every bound, the top ``depth`` is exact;
-otherwise ``W`` grows (×4) and the step repeats (at ``W`` = every hit it is the full ranking).
++ 0.05·recency)`` with ``recency <= 1``. Each channel's scores are sorted once (numpy), which
+gives the exact rank of any of its hits (``1 + #higher + #equal with a smaller record_id``).
+The candidates are the records in some channel's best ``W`` (every tie at the cut included);
+each gets its exact rank in every channel that lists it, hence its exact final score. A record
+in no channel's best ``W`` is below ``W`` in every channel that lists it, so it scores at most
+``round(0.95·round(Σ_c 1/(61 + W_c)·61/channels) + 0.05)``. When the ``depth``-th best
+candidate is strictly above that bound, the top ``depth`` is exact; otherwise ``W`` grows (×4)
+and the step repeats (at ``W`` = every hit it is the full ranking).
 
 The arithmetic is exactly that of :func:`search_service.ranking.rank` (channel contributions
 summed in the same order, the same roundings; rounding, multiplication by a positive constant
-and addition are monotone in binary64, so the bounds hold), which stays the reference (proven
+and addition are monotone in binary64, so the bound holds), which stays the reference (proven
 equal on random corpora with one and two channels in tests/search/test_topk.py).
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,24 +65,42 @@ class Channel:
         return cls(scores, scores > floor)
 
 
-class _Ranked:
-    """The exact ranks of a channel's best ``window`` eligible hits."""
+class _Ranks:
+    """Exact 1-based ranks in one channel (score desc, record_id asc) of any of its eligible
+    hits, from one sort of its scores: ``1 + #higher + #(equal with a smaller record_id)``."""
 
-    __slots__ = ("rank", "slot_of", "known", "complete")
+    __slots__ = ("slots", "values", "ascending", "n", "_ids", "_ties")
 
-    def __init__(self, slots: npt.NDArray[np.int64], values: FloatArray, ids: list[str], window: int) -> None:
-        n = len(slots)
-        if window < n:
-            threshold = np.partition(values, n - window)[n - window]
-            chosen = np.flatnonzero(values >= threshold)  # every tie at the threshold too
-        else:
-            chosen = np.arange(n)
-        chosen_slots = slots[chosen].tolist()
-        self.slot_of = {ids[s]: s for s in chosen_slots}
-        ordered = sorted(zip((-values[chosen]).tolist(), self.slot_of))
-        self.rank = {record_id: position for position, (_, record_id) in enumerate(ordered, start=1)}
-        self.known = len(ordered)
-        self.complete = self.known == n
+    def __init__(self, slots: npt.NDArray[np.int64], values: FloatArray, ids: list[str]) -> None:
+        self.slots, self.values, self.n = slots, values, len(slots)
+        self.ascending = np.sort(values)
+        self._ids = ids
+        self._ties: dict[float, list[str]] = {}
+
+    def top(self, window: int) -> npt.NDArray[np.int64]:
+        """The slots scoring at or above the ``window``-th best score (ties included)."""
+        if window >= self.n:
+            return self.slots
+        return self.slots[self.values >= self.ascending[self.n - window]]
+
+    def scores_of(self, slots: npt.NDArray[np.int64]) -> FloatArray:
+        """The channel's scores of ``slots`` (hits of the channel; ``self.slots`` is sorted)."""
+        return self.values[np.searchsorted(self.slots, slots)]
+
+    def ranks(self, record_ids: list[str], values: FloatArray) -> list[int]:
+        """The ranks of records (hits of this channel) that score ``values``."""
+        right = np.searchsorted(self.ascending, values, side="right").tolist()
+        left = np.searchsorted(self.ascending, values, side="left").tolist()
+        out = []
+        for record_id, value, hi, lo in zip(record_ids, values.tolist(), right, left):
+            rank = self.n - hi + 1
+            if hi - lo > 1:
+                tied = self._ties.get(value)
+                if tied is None:
+                    tied = self._ties[value] = sorted(self._ids[s] for s in self.slots[self.values == value].tolist())
+                rank += bisect_left(tied, record_id)
+            out.append(rank)
+        return out
 
 
 def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: int, depth: int) -> TopK:
@@ -111,42 +131,33 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
         per_channel.append((slots, values, hit))
     scale = (RRF_K + 1) / len(channels)
     floor = math.floor
+    ranks = [_Ranks(slots, values, ids) for slots, values, _ in per_channel]
     window = max(_FIRST_WINDOW, 2 * depth)
     while True:
-        ranked = [_Ranked(slots, values, ids, window) for slots, values, _ in per_channel]
-        seen: dict[str, int] = {}
-        for channel_ranked in ranked:
-            seen.update(channel_ranked.slot_of)
-        exact: list[tuple[float, float, str, float]] = []
-        ceiling = -1.0  # the best score a record not known exactly could reach
-        for record_id, slot in seen.items():
-            total = bound = 0.0
-            known = True
-            for (_, _, hit), channel_ranked in zip(per_channel, ranked):
-                position = channel_ranked.rank.get(record_id)
-                if position is not None:
-                    total += 1.0 / (RRF_K + position)
-                    bound += 1.0 / (RRF_K + position)
-                elif hit[slot] and not channel_ranked.complete:
-                    known = False
-                    bound += 1.0 / (RRF_K + channel_ranked.known + 1)
-            fresh = floor(0.5 ** (max(0, now_ms - int(table.valid_from[slot])) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
-            if known:
-                fused = floor(min(1.0, total * scale) * _SCALE + 0.5) / _SCALE
-                score = floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
-                exact.append((-score, -fresh, record_id, fused))
-            else:
-                ceiling = max(ceiling, _score(bound * scale, fresh))
-        if any(not r.complete for r in ranked):
-            unseen = 0.0
-            for channel_ranked in ranked:
-                if not channel_ranked.complete:
-                    unseen += 1.0 / (RRF_K + channel_ranked.known + 1)
-            ceiling = max(ceiling, _score(unseen * scale, 1.0))
-        exact.sort()
-        best = exact[:depth]
-        everything = all(r.complete for r in ranked)
-        if everything or (len(best) == depth and -best[-1][0] > ceiling):
+        # Every record in some channel's best `window`, with its exact rank in each channel
+        # that lists it; a record in none is below `window` in every channel that lists it.
+        tops = [channel_ranks.top(window) for channel_ranks in ranks]
+        seen = np.unique(np.concatenate(tops))
+        seen_ids = [ids[s] for s in seen.tolist()]
+        totals = [0.0] * len(seen)
+        for (_, _, hit), channel_ranks in zip(per_channel, ranks):
+            listed = np.flatnonzero(hit[seen]).tolist()
+            positions = channel_ranks.ranks([seen_ids[k] for k in listed], channel_ranks.scores_of(seen[listed]))
+            for k, position in zip(listed, positions):
+                totals[k] += 1.0 / (RRF_K + position)
+        final: list[tuple[float, float, str, float]] = []
+        for record_id, total, start in zip(seen_ids, totals, table.valid_from[seen].tolist()):
+            fresh = floor(0.5 ** (max(0, now_ms - start) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
+            fused = floor(min(1.0, total * scale) * _SCALE + 0.5) / _SCALE
+            score = floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
+            final.append((-score, -fresh, record_id, fused))
+        final.sort()
+        best = final[:depth]
+        unseen = 0.0  # the largest raw fusion sum of a record in no window
+        for top, channel_ranks in zip(tops, ranks):
+            if len(top) < channel_ranks.n:
+                unseen += 1.0 / (RRF_K + len(top) + 1)
+        if unseen == 0.0 or (len(best) == depth and -best[-1][0] > _score(unseen * scale, 1.0)):
             make = tuple.__new__
             hits = tuple(
                 make(RankedHit, (record_id, -neg_score, i, fused, -neg_fresh))

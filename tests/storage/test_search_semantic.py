@@ -166,7 +166,7 @@ async def test_a_model_failing_on_a_scope_turns_the_channel_off_there_only(
 async def test_a_forgotten_record_leaves_no_vectors(storage: Storage, model: Embedder) -> None:
     who, made = await scope_with_pets(storage)
     async with serving(storage, model) as (stub, servicer):
-        assert made["pet"] in ids(await answer(stub, who, "puppy", "lexical_and_semantic"))
+        assert made["pet"] in ids(await answer(stub, who, "which puppy does she own", "lexical_and_semantic"))
         projection = servicer._projections.peek(who.tenant, who.workspace)
         assert projection is not None and projection.vectors is not None
         slot = projection.table.slot(made["pet"])

@@ -35,17 +35,22 @@ def random_meta(rng: random.Random, record_id: str) -> DocMeta:
     return DocMeta(record_id=record_id, valid_from_ms=start, valid_to_ms=end, expires_at_ms=expires)
 
 
+def random_table(rng: random.Random, sizes: list[int]) -> tuple[DocTable, list[float]]:
+    """A table of random validity, pins and a tenth removed, and score levels to draw from
+    (few distinct values make long ties; zero means no match)."""
+    table = DocTable()
+    n = rng.choice(sizes)
+    for i in range(n):
+        table.add(random_meta(rng, f"mem_{rng.getrandbits(40):010x}{i}"), accepted_at=rng.randint(1, 10))
+    for record_id in rng.sample(table.ids, k=n // 10):
+        table.remove(record_id)
+    return table, [0.0] + [rng.uniform(0.01, 30.0) for _ in range(rng.choice([1, 3, 40, 10_000]))]
+
+
 def test_matches_rank_on_random_score_vectors():
     rng = random.Random(5)
     for case in range(120):
-        table = DocTable()
-        n = rng.choice([1, 3, 50, 300, 2500])
-        for i in range(n):
-            table.add(random_meta(rng, f"mem_{rng.getrandbits(40):010x}{i}"), accepted_at=rng.randint(1, 10))
-        for record_id in rng.sample(table.ids, k=n // 10):
-            table.remove(record_id)
-        # Few distinct values make long ties; zero means no match.
-        levels = [0.0] + [rng.uniform(0.01, 30.0) for _ in range(rng.choice([1, 3, 40, 10_000]))]
+        table, levels = random_table(rng, [1, 3, 50, 300, 2500])
         scores = np.array([rng.choice(levels) for _ in range(table.size)], np.float64)
         pin = rng.randint(1, 10)
         depth = rng.choice([1, 10, 50, 200])
@@ -77,13 +82,7 @@ def test_two_channels_match_rank_on_random_score_vectors():
     eligibility, ties in either channel, channels that agree, disagree or barely overlap."""
     rng = random.Random(11)
     for case in range(150):
-        table = DocTable()
-        n = rng.choice([1, 4, 60, 400, 3000])
-        for i in range(n):
-            table.add(random_meta(rng, f"mem_{rng.getrandbits(40):010x}{i}"), accepted_at=rng.randint(1, 10))
-        for record_id in rng.sample(table.ids, k=n // 10):
-            table.remove(record_id)
-        levels = [0.0] + [rng.uniform(0.01, 30.0) for _ in range(rng.choice([1, 3, 40, 10_000]))]
+        table, levels = random_table(rng, [1, 4, 60, 400, 3000])
         lexical = np.array([rng.choice(levels) if rng.random() < rng.choice([0.05, 0.5, 1.0]) else 0.0
                             for _ in range(table.size)], np.float64)
         mode = rng.choice(["random", "agree", "reverse", "ties"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,3 +134,19 @@ async def accepted_record(storage: Storage, who: Who, text: str) -> tuple[str, s
     outcome = await admit(storage, who, candidate_id)
     assert outcome["status"] == "accepted", outcome
     return candidate_id, outcome["record_id"]
+
+
+@asynccontextmanager
+async def serving_search(servicer: Any) -> AsyncIterator[Any]:
+    """``servicer`` (a SearchServicer) on a real gRPC server on loopback; yields its stub."""
+    from engram_api.search.v1 import search_pb2_grpc
+    from engram_core.grpc_server import create_server
+    from search_service.settings import SearchSettings
+
+    running = await create_server(SearchSettings(cursor_key="k" * 32, grpc_port=0),
+                                  lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server))
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            yield search_pb2_grpc.SearchServiceStub(channel)
+    finally:
+        await running.server.stop(0)

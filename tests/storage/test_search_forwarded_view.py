@@ -11,21 +11,18 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 import pytest
 
 from engram_api.common.v1 import common_pb2
 from engram_api.search.v1 import search_pb2, search_pb2_grpc
 from engram_api.storage.v1 import storage_pb2
 from engram_core.canonical import canonicalize
-from engram_core.grpc_server import create_server
 from engram_core.schemas.validate import with_defaults
 from engram_hostkit.examples import make_search_args
 from search_service.cursors import CursorCodec
 from search_service.projection import Projections
 from search_service.service import SearchServicer
-from search_service.settings import SearchSettings
-from tests.storage.helpers import Storage, Who, accepted_record, enable, rpc_code
+from tests.storage.helpers import Storage, Who, accepted_record, enable, rpc_code, serving_search
 
 
 class CountingStorage:
@@ -49,13 +46,8 @@ class CountingStorage:
 async def search(storage: Storage) -> AsyncIterator[tuple[search_pb2_grpc.SearchServiceStub, CountingStorage]]:
     counting = CountingStorage(storage.stub)
     servicer = SearchServicer(Projections(counting, 30.0), CursorCodec(b"k" * 32))  # type: ignore[arg-type]
-    running = await create_server(SearchSettings(cursor_key="k" * 32, grpc_port=0),
-                                  lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server))
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
-            yield search_pb2_grpc.SearchServiceStub(channel), counting
-    finally:
-        await running.server.stop(0)
+    async with serving_search(servicer) as stub:
+        yield stub, counting
 
 
 async def view(storage: Storage, who: Who) -> storage_pb2.ScopePolicyResponse:

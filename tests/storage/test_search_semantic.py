@@ -13,14 +13,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import grpc
 import numpy as np
 import pytest
 
 from engram_api.common.v1 import common_pb2
 from engram_api.search.v1 import search_pb2, search_pb2_grpc
 from engram_core.canonical import canonicalize
-from engram_core.grpc_server import create_server
 from engram_core.schemas.validate import with_defaults
 from engram_hostkit.examples import make_search_args
 from search_service import embedding
@@ -30,7 +28,7 @@ from search_service.projection import EMBEDDING_FAILED, Projections
 from search_service.server import load_embedder
 from search_service.service import SEMANTIC_DISABLED, SearchServicer
 from search_service.settings import SearchSettings
-from tests.storage.helpers import Storage, Who, accepted_record, enable, rpc_code, transition_request
+from tests.storage.helpers import Storage, Who, accepted_record, enable, rpc_code, serving_search, transition_request
 
 FORGET = "engram_memory_forget"
 
@@ -45,13 +43,8 @@ async def serving(storage: Storage, embedder: Embedder | None,
                   reason: str = SEMANTIC_DISABLED) -> AsyncIterator[tuple[search_pb2_grpc.SearchServiceStub, SearchServicer]]:
     projections = Projections(storage.stub, 30.0, embedder=embedder)  # type: ignore[arg-type]
     servicer = SearchServicer(projections, CursorCodec(b"k" * 32), embedder=embedder, semantic_off=reason)
-    running = await create_server(SearchSettings(cursor_key="k" * 32, grpc_port=0),
-                                  lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server))
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
-            yield search_pb2_grpc.SearchServiceStub(channel), servicer
-    finally:
-        await running.server.stop(0)
+    async with serving_search(servicer) as stub:
+        yield stub, servicer
 
 
 def request(who: Who, query: str, channels: str = "lexical") -> search_pb2.SearchRequest:

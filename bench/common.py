@@ -47,13 +47,16 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def versions() -> str:
+def versions(extra: Sequence[str] = ()) -> str:
+    """Python and the stack's package versions (a missing one left out), then ``extra``
+    packages a bench needs (a missing one printed as ``absent``)."""
     found = []
-    for name in PACKAGES:
+    for name in (*PACKAGES, *extra):
         try:
             found.append(f"{name}={metadata.version(name)}")
         except metadata.PackageNotFoundError:
-            pass
+            if name in extra:
+                found.append(f"{name}=absent")
     return f"python={platform.python_version()} " + " ".join(found)
 
 

@@ -96,7 +96,6 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -569,16 +568,6 @@ def evaluate(corpus: Corpus, rankings: dict[str, list[str]]) -> dict[str, float]
     }
 
 
-def package_versions() -> str:
-    found = []
-    for name in DATA_PACKAGES:
-        try:
-            found.append(f"{name}={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            found.append(f"{name}=absent")
-    return " ".join(found)
-
-
 def table(corpus: Corpus, figures: dict[str, dict[str, float]], notes: dict[str, str]) -> list[str]:
     lines = [f"## {corpus.key}: documents={len(corpus.indexed())} queries={len(corpus.queries)} "
              f"labels={corpus.labels} (workspace {corpus.workspace})",
@@ -651,10 +640,10 @@ def main() -> int:
                     f"; {len(refused_here)} not accepted at admission" if refused_here else "")
                 refused.setdefault(corpus.key, {}).update(refused_here)
 
-    print(f"# quality bench: {versions()} {package_versions()}")
+    print(f"# quality bench: {versions(DATA_PACKAGES)}")
     print(f"# depth {opts.depth}; MCP search limit {SEARCH_LIMIT}, max_packet_bytes {MAX_PACKET_BYTES}, paged; "
           "bm25s BM25() defaults (lucene, k1=1.5, b=0.75), stopwords='en'")
-    result: dict[str, Any] = {"versions": f"{versions()} {package_versions()}", "depth": opts.depth, "corpora": {}}
+    result: dict[str, Any] = {"versions": versions(DATA_PACKAGES), "depth": opts.depth, "corpora": {}}
     for corpus in corpora:
         figures = {run: evaluate(corpus, ranked) for run, ranked in rankings[corpus.key].items()}
         print()

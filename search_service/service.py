@@ -98,11 +98,16 @@ class PageCache:
             return len(stale)
 
 
-def profile_config_digest(projection: ScopeProjection, semantic: Embedder | None = None) -> str:
+def semantic_config_json(embedder: Embedder) -> bytes:
+    """The semantic channel's part of the profile config: the model's (id and checksums) and
+    the vector index's, in canonical JSON."""
+    return canonicalize({**embedder.config(), **VectorIndex.config()})
+
+
+def profile_config_digest(projection: ScopeProjection, semantic_json: bytes | None = None) -> str:
     """The digest of :func:`search_service.ranking.profile_config` for the channels used:
-    the lexical engine's config and, when the semantic channel ranked, the model's (id and
-    checksums) and the vector index's."""
-    semantic_json = None if semantic is None else canonicalize({**semantic.config(), **VectorIndex.config()})
+    the lexical engine's config and, when the semantic channel ranked,
+    :func:`semantic_config_json`."""
     return _config_digest(canonicalize(dict(projection.index.profile_config())), semantic_json)
 
 
@@ -140,6 +145,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         self._pool = pool
         self._embedder = embedder
         self._semantic_off = semantic_off
+        self._semantic_json = None if embedder is None else semantic_config_json(embedder)
         self.surfaces = tuple(sorted((*SURFACES, SEMANTIC_SURFACE) if embedder is not None else SURFACES))
 
     @rpc_boundary
@@ -229,14 +235,15 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             channels.append({"channel": "semantic", "index_cursor": cursor})
         else:
             # Lexical only, and why: the receipt never hides a missing channel.
-            reason = self._semantic_off if self._embedder is None else projection.semantic_fault or self._semantic_off
+            # (A scope's own fault is only ever set while the model is loaded.)
+            reason = projection.semantic_fault or self._semantic_off
             fields["unavailable_channels"] = [{"channel": "semantic", "reason": reason}]
         receipt = with_digest(
             "rank",
             {
                 "request_digest": request_digest,
                 "profile": PROFILE,
-                "profile_config_digest": profile_config_digest(projection, self._embedder if ordering.semantic else None),
+                "profile_config_digest": profile_config_digest(projection, self._semantic_json if ordering.semantic else None),
                 "channels": channels,
                 **fields,
                 "system_as_of": str(system_as_of),

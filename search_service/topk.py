@@ -69,11 +69,16 @@ class _Ranks:
     """Exact 1-based ranks in one channel (score desc, record_id asc) of any of its eligible
     hits, from one sort of its scores: ``1 + #higher + #(equal with a smaller record_id)``."""
 
-    __slots__ = ("slots", "values", "ascending", "n", "_ids", "_ties")
+    __slots__ = ("hit", "slots", "values", "ascending", "n", "_ids", "_ties")
 
-    def __init__(self, slots: npt.NDArray[np.int64], values: FloatArray, ids: list[str]) -> None:
-        self.slots, self.values, self.n = slots, values, len(slots)
-        self.ascending = np.sort(values)
+    def __init__(self, hit: BoolArray, scores: FloatArray, ids: list[str]) -> None:
+        self.hit = hit
+        self.slots = np.flatnonzero(hit)
+        self.values = scores[self.slots]
+        if not np.isfinite(self.values).all():
+            raise ValueError("channel scores must be finite")
+        self.n = len(self.slots)
+        self.ascending = np.sort(self.values)
         self._ids = ids
         self._ties: dict[float, list[str]] = {}
 
@@ -121,17 +126,9 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
     if n == 0:
         return TopK((), 0, 0)
     ids = table.ids
-    per_channel: list[tuple[npt.NDArray[np.int64], FloatArray, BoolArray]] = []
-    for channel in channels:
-        hit = channel.hits & eligible
-        slots = np.flatnonzero(hit)
-        values = channel.scores[slots]
-        if not np.isfinite(values).all():
-            raise ValueError("channel scores must be finite")
-        per_channel.append((slots, values, hit))
+    ranks = [_Ranks(channel.hits & eligible, channel.scores, ids) for channel in channels]
     scale = (RRF_K + 1) / len(channels)
     floor = math.floor
-    ranks = [_Ranks(slots, values, ids) for slots, values, _ in per_channel]
     window = max(_FIRST_WINDOW, 2 * depth)
     while True:
         # Every record in some channel's best `window`, with its exact rank in each channel
@@ -140,8 +137,8 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
         seen = np.unique(np.concatenate(tops))
         seen_ids = [ids[s] for s in seen.tolist()]
         totals = [0.0] * len(seen)
-        for (_, _, hit), channel_ranks in zip(per_channel, ranks):
-            listed = np.flatnonzero(hit[seen]).tolist()
+        for channel_ranks in ranks:
+            listed = np.flatnonzero(channel_ranks.hit[seen]).tolist()
             positions = channel_ranks.ranks([seen_ids[k] for k in listed], channel_ranks.scores_of(seen[listed]))
             for k, position in zip(listed, positions):
                 totals[k] += 1.0 / (RRF_K + position)

@@ -13,11 +13,8 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 
-import grpc
-
 from engram_api.search.v1 import search_pb2_grpc
-
-GRPC_OPTIONS = [("grpc.max_receive_message_length", 16 * 1024 * 1024)]
+from engram_core.transport import ReloadingStub, Transport
 
 Resolver = Callable[[str, int], Sequence[str]]
 
@@ -51,11 +48,13 @@ def resolve_all(host: str, port: int) -> list[str]:
 class SearchReplicas:
     """The search replicas to call now, each with a cached stub. Thread-safe."""
 
-    def __init__(self, spec: str, fallback: str, resolver: Resolver = resolve_all) -> None:
+    def __init__(self, spec: str, fallback: str, transport: Transport | None = None,
+                 resolver: Resolver = resolve_all) -> None:
         self._entries = [_split(entry.strip()) for entry in spec.split(",") if entry.strip()]
         self._fallback = fallback
+        self._transport = transport or Transport.plaintext()
         self._resolver = resolver
-        self._stubs: dict[str, search_pb2_grpc.SearchServiceStub] = {}
+        self._stubs: dict[str, ReloadingStub[search_pb2_grpc.SearchServiceStub]] = {}
         self._lock = threading.Lock()
 
     def targets(self) -> list[str]:
@@ -67,10 +66,10 @@ class SearchReplicas:
             found.update(self._resolver(host, port))
         return sorted(found)
 
-    def stub(self, target: str) -> search_pb2_grpc.SearchServiceStub:
+    def stub(self, target: str) -> ReloadingStub[search_pb2_grpc.SearchServiceStub]:
         with self._lock:
             stub = self._stubs.get(target)
             if stub is None:
-                stub = self._stubs[target] = search_pb2_grpc.SearchServiceStub(
-                    grpc.insecure_channel(target, options=GRPC_OPTIONS))
+                stub = self._stubs[target] = self._transport.stub(
+                    search_pb2_grpc.SearchServiceStub, target, "search", aio=False)
             return stub

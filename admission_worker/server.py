@@ -14,26 +14,29 @@ from admission_worker.settings import AdmissionSettings
 from engram_api.admission.v1 import admission_pb2_grpc
 from engram_api.storage.v1 import storage_pb2_grpc
 from engram_core import logs
-from engram_core.grpc_server import RunningServer, channel, create_server, run_until_signal
+from engram_core.grpc_server import RunningServer, create_server, run_until_signal
 from engram_core.taskq import make_celery
+from engram_core.transport import Transport
 
 log = logging.getLogger("engram.admission")
 
 
 async def create(settings: AdmissionSettings) -> tuple[RunningServer, Callable[[], Awaitable[None]]]:
-    storage_channel = channel(settings.storage_addr)
+    transport = Transport.from_settings(settings)
+    storage = transport.stub(storage_pb2_grpc.StorageServiceStub, settings.storage_addr, "storage")
     redis = aioredis.Redis.from_url(settings.redis_url)
     celery = make_celery(settings)
     results = ResultListener(redis, results_pattern(celery))
     results.start()
-    servicer = AdmissionServicer(storage_pb2_grpc.StorageServiceStub(storage_channel), celery, redis, results)
+    servicer = AdmissionServicer(storage, celery, redis, results)
     running = await create_server(
-        settings, lambda server: admission_pb2_grpc.add_AdmissionServiceServicer_to_server(servicer, server)
+        settings, lambda server: admission_pb2_grpc.add_AdmissionServiceServicer_to_server(servicer, server),
+        transport,
     )
 
     async def close() -> None:
         await results.close()
-        await storage_channel.close()
+        await storage.channel.close()
         await redis.aclose()
 
     return running, close

@@ -20,11 +20,11 @@ from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.errors import EngramError
 from engram_core.grpc_errors import error_from_rpc
 from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY, INVALIDATE_PROJECTION
+from engram_core.transport import ReloadingStub, Transport
 
 log = logging.getLogger("engram.worker")
 
 MAX_RETRIES = 8
-GRPC_OPTIONS = [("grpc.max_receive_message_length", 16 * 1024 * 1024)]
 
 
 class TransientTaskError(Exception):
@@ -33,15 +33,16 @@ class TransientTaskError(Exception):
 
 @dataclass
 class TaskClients:
-    storage: storage_pb2_grpc.StorageServiceStub
+    storage: ReloadingStub[storage_pb2_grpc.StorageServiceStub]
     search: SearchReplicas
     timeout: float
 
     @classmethod
-    def connect(cls, storage_addr: str, search_addr: str, timeout: float, search_replicas: str = "") -> "TaskClients":
+    def connect(cls, transport: Transport, storage_addr: str, search_addr: str, timeout: float,
+                search_replicas: str = "") -> "TaskClients":
         return cls(
-            storage_pb2_grpc.StorageServiceStub(grpc.insecure_channel(storage_addr, options=GRPC_OPTIONS)),
-            SearchReplicas(search_replicas, search_addr),
+            transport.stub(storage_pb2_grpc.StorageServiceStub, storage_addr, "storage", aio=False),
+            SearchReplicas(search_replicas, search_addr, transport),
             timeout,
         )
 

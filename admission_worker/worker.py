@@ -13,28 +13,46 @@ from admission_worker.settings import WorkerSettings
 from admission_worker import watchdog
 from admission_worker.tasks import TaskClients, register_tasks
 from engram_core import logs
+from engram_core.access import SyncAccessInterceptor
 from engram_core.taskq import make_celery
+from engram_core.transport import Transport
 
 log = logging.getLogger("engram.worker")
 
 
-def start_health_server(host: str, port: int) -> tuple[grpc.Server, health.HealthServicer, int]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+def start_health_server(transport: Transport, host: str, port: int,
+                        probe_port: int = 0) -> tuple[list[grpc.Server], health.HealthServicer, int]:
+    """The health service on ``port`` (mutual TLS and the access check, like every server) and,
+    when ``probe_port``, on a plaintext health-only port for kubelet probes."""
     servicer = health.HealthServicer()
+    interceptors = [SyncAccessInterceptor()] if transport.secure else []
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), interceptors=interceptors)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    server.start()
+    bound = transport.add_port(server, f"{host}:{port}")
+    if bound == 0:
+        raise RuntimeError(f"cannot bind gRPC port {host}:{port}")
+    servers = [server]
+    if probe_port:
+        probe = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, probe)
+        if probe.add_insecure_port(f"{host}:{probe_port}") == 0:
+            raise RuntimeError(f"cannot bind the probe port {host}:{probe_port}")
+        servers.append(probe)
+    for each in servers:
+        each.start()
     servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    return server, servicer, bound
+    return servers, servicer, bound
 
 
 def main() -> int:
     settings = WorkerSettings()
     logs.configure("worker", settings.log_level)
     app = make_celery(settings)
-    register_tasks(app, TaskClients.connect(settings.storage_addr, settings.search_addr, settings.task_rpc_seconds,
-                                           settings.search_replicas))
-    health_server, servicer, port = start_health_server(settings.grpc_host, settings.grpc_port)
+    transport = Transport.from_settings(settings)
+    register_tasks(app, TaskClients.connect(transport, settings.storage_addr, settings.search_addr,
+                                           settings.task_rpc_seconds, settings.search_replicas))
+    health_servers, servicer, port = start_health_server(transport, settings.grpc_host, settings.grpc_port,
+                                                         settings.probe_port)
     log.info("worker health on port %d, queue %s", port, settings.task_queue)
 
     def on_stall() -> None:
@@ -57,5 +75,6 @@ def main() -> int:
         )
     finally:
         servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        health_server.stop(settings.stop_grace_seconds)
+        for server in health_servers:
+            server.stop(settings.stop_grace_seconds)
     return 0

@@ -115,9 +115,8 @@ from engram_api.admission.v1 import admission_pb2_grpc  # noqa: E402
 from engram_api.storage.v1 import storage_pb2_grpc  # noqa: E402
 from engram_cli.datastores import free_port  # noqa: E402
 from engram_cli.spawn import SpawnedStack, spawn_up  # noqa: E402
-from engram_cli.stackstate import DEV_TENANT  # noqa: E402
+from engram_cli.stackstate import DEV_TENANT, StackState  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
-from engram_core.grpc_server import channel  # noqa: E402
 from engram_hostkit import HostFile  # noqa: E402
 from engram_hostkit.client import EngramClient  # noqa: E402
 from engram_hostkit.examples import EXAMPLE_VALID_FROM_MS, make_capture_args, make_search_args  # noqa: E402
@@ -504,7 +503,9 @@ async def search_ranked(memory: EngramClient, query: str, depth: int) -> tuple[l
 
 async def stack_run(stack: SpawnedStack, corpora: list[Corpus], opts: argparse.Namespace) -> StackRun:
     state = stack.state()
-    storage_chan, admission_chan = channel(state["storage_addr"]), channel(state["admission_addr"])
+    gateway = StackState.load(stack.state_dir).transport("gateway")  # the benchmark calls as the gateway does
+    storage_chan = gateway.channel(state["storage_addr"], "storage")
+    admission_chan = gateway.channel(state["admission_addr"], "admission")
     storage = storage_pb2_grpc.StorageServiceStub(storage_chan)
     admission = admission_pb2_grpc.AdmissionServiceStub(admission_chan)
     host = HostFile.load(str(stack.host_file))

@@ -39,10 +39,9 @@ from engram_api.search.v1 import search_pb2, search_pb2_grpc  # noqa: E402
 from engram_api.storage.v1 import storage_pb2_grpc  # noqa: E402
 from engram_cli.datastores import free_port  # noqa: E402
 from engram_cli.spawn import SpawnedStack, spawn_up  # noqa: E402
-from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE  # noqa: E402
+from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE, StackState  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
 from engram_core.grpc_errors import error_from_rpc  # noqa: E402
-from engram_core.grpc_server import channel  # noqa: E402
 from engram_core.schemas.validate import with_defaults  # noqa: E402
 from engram_hostkit import HostFile  # noqa: E402
 from engram_hostkit.client import EngramClient  # noqa: E402
@@ -145,7 +144,7 @@ async def cold_rebuild(stack: SpawnedStack, scope: Scope, search_addr: str) -> t
     deadline = time.monotonic() + 60
     while stack.pids().get("search") == pid and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    chan = channel(search_addr)
+    chan = StackState.load(stack.state_dir).transport("gateway").channel(search_addr, "search")
     stub = search_pb2_grpc.SearchServiceStub(chan)
     start = time.perf_counter()
     while True:
@@ -163,8 +162,9 @@ async def cold_rebuild(stack: SpawnedStack, scope: Scope, search_addr: str) -> t
 
 async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     state = stack.state()
-    storage_chan, admission_chan, search_chan = (channel(state[k]) for k in ("storage_addr", "admission_addr",
-                                                                                "search_addr"))
+    gateway = StackState.load(stack.state_dir).transport("gateway")  # the benchmark calls as the gateway does
+    storage_chan, admission_chan, search_chan = (gateway.channel(state[f"{k}_addr"], k)
+                                                 for k in ("storage", "admission", "search"))
     storage = storage_pb2_grpc.StorageServiceStub(storage_chan)
     admission = admission_pb2_grpc.AdmissionServiceStub(admission_chan)
     search = search_pb2_grpc.SearchServiceStub(search_chan)

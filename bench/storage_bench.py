@@ -33,7 +33,7 @@ from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc  # noqa: E402
 from engram_cli import datastores  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
 from engram_core.digests import digest, operation_digest  # noqa: E402
-from engram_core.grpc_server import channel  # noqa: E402
+from engram_core.transport import Transport  # noqa: E402
 from engram_hostkit.examples import make_capture_args  # noqa: E402
 from storage_service.server import create  # noqa: E402
 from storage_service.settings import StorageSettings  # noqa: E402
@@ -77,9 +77,9 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
     tag = uuid.uuid4().hex[:8]
     settings = StorageSettings(grpc_host="127.0.0.1", grpc_port=0, mongo_url=mongo_url, mongo_db=f"bench_{tag}",
                                keyring=tmp / "keyring.json", dev_keyring=True, admin_token="bench-admin-token-000000",
-                               relay_enabled=False)
+                               relay_enabled=False, grpc_plaintext=True)
     running, close, deps = await create(settings)
-    chan = channel(f"127.0.0.1:{running.port}")
+    chan = Transport.plaintext().channel(f"127.0.0.1:{running.port}", "storage")
     stub = storage_pb2_grpc.StorageServiceStub(chan)
     scope = Scope(f"bench-{tag}", "default")
     await deps.policies.enable(scope, [], [])

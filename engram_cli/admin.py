@@ -1,8 +1,10 @@
 """``engram admin``: the operator CLI over the AdminService (SPEC §12).
 
-The storage address and operator credential come from ENGRAM_STORAGE_ADDR / ENGRAM_ADMIN_TOKEN,
-or from the state directory of a running ``engram up`` (``--state-dir``, default ``.engram``).
-On a local stack, ``enable`` also allows the dev host to act for the tenant.
+The storage address, the operator credential and the operator's certificate directory come
+from ENGRAM_STORAGE_ADDR / ENGRAM_ADMIN_TOKEN / ENGRAM_TLS_DIR (``ENGRAM_GRPC_PLAINTEXT=true``
+against a development plaintext plane), or from the state directory of a running ``engram up``
+(``--state-dir``, default ``.engram``). The AdminService wants both: the bearer token and the
+operator identity. On a local stack, ``enable`` also allows the dev host to act for the tenant.
 """
 
 from __future__ import annotations
@@ -21,31 +23,40 @@ from engram_api.common.v1 import common_pb2
 from engram_core.languages import SEARCH_LANGUAGES
 from engram_core.schemas.tools import TOOL_NAMES
 from engram_cli.stackstate import StackState
+from engram_core.settings import BaseEngramSettings
+from engram_core.transport import Transport, TransportError
 
 
-async def _call(addr: str, token: str, method: str, request: object) -> admin_pb2.ScopeState:
-    async with grpc.aio.insecure_channel(addr) as chan:
+async def _call(transport: Transport, addr: str, token: str, method: str, request: object) -> admin_pb2.ScopeState:
+    async with transport.channel(addr, "storage") as chan:
         stub = admin_pb2_grpc.AdminServiceStub(chan)
         return await getattr(stub, method)(request, metadata=(("authorization", f"Bearer {token}"),), timeout=10)
 
 
 async def enable_scope(
-    addr: str, token: str, tenant: str, workspace: str, tools: list[str], confirm: list[str], language: str = ""
+    transport: Transport, addr: str, token: str, tenant: str, workspace: str, tools: list[str], confirm: list[str],
+    language: str = "",
 ) -> admin_pb2.ScopeState:
     request = admin_pb2.EnableScopeRequest(
         scope=common_pb2.Scope(tenant=tenant, workspace=workspace), tools=tools, confirmation_required=confirm,
         language=language,
     )
-    return await _call(addr, token, "EnableScope", request)
+    return await _call(transport, addr, token, "EnableScope", request)
 
 
-def _target(opts: argparse.Namespace) -> tuple[str, str, StackState | None]:
+def _target(opts: argparse.Namespace) -> tuple[Transport, str, str, StackState | None]:
     state = StackState.load(Path(opts.state_dir)) if (Path(opts.state_dir) / "stack.json").exists() else None
     addr = os.environ.get("ENGRAM_STORAGE_ADDR") or (state.storage_addr if state else None)
     token = os.environ.get("ENGRAM_ADMIN_TOKEN") or (state.admin_token() if state else None)
     if not addr or not token:
         raise SystemExit("engram admin: set ENGRAM_STORAGE_ADDR and ENGRAM_ADMIN_TOKEN, or run it beside `engram up`")
-    return addr, token, state
+    settings = BaseEngramSettings()
+    if settings.tls_dir is None and not settings.grpc_plaintext and state is not None:
+        return state.transport("operator"), addr, token, state
+    try:
+        return Transport.from_settings(settings), addr, token, state
+    except TransportError as exc:
+        raise SystemExit(f"engram admin: {exc}") from None
 
 
 def main(argv: list[str]) -> int:
@@ -66,18 +77,18 @@ def main(argv: list[str]) -> int:
             cmd.add_argument("--language", choices=SEARCH_LANGUAGES, default="",
                              help="search analyzer language: stop list and stemmer (default: keep; en for a new scope)")
     opts = parser.parse_args(argv)
-    addr, token, state = _target(opts)
+    transport, addr, token, state = _target(opts)
     scope = common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace)
     try:
         if opts.command == "enable":
-            reply = asyncio.run(enable_scope(addr, token, opts.tenant, opts.workspace, opts.tools, opts.confirm,
+            reply = asyncio.run(enable_scope(transport, addr, token, opts.tenant, opts.workspace, opts.tools, opts.confirm,
                                              opts.language))
             if state is not None:
                 state.allow_dev_host_tenant(opts.tenant)
         elif opts.command == "disable":
-            reply = asyncio.run(_call(addr, token, "DisableScope", admin_pb2.DisableScopeRequest(scope=scope)))
+            reply = asyncio.run(_call(transport, addr, token, "DisableScope", admin_pb2.DisableScopeRequest(scope=scope)))
         else:
-            reply = asyncio.run(_call(addr, token, "GetScope", admin_pb2.GetScopeRequest(scope=scope)))
+            reply = asyncio.run(_call(transport, addr, token, "GetScope", admin_pb2.GetScopeRequest(scope=scope)))
     except grpc.aio.AioRpcError as exc:
         print(f"engram admin: {exc.code().name}", file=sys.stderr)
         return 1

@@ -48,6 +48,7 @@ class SpawnedStack:
             "ENGRAM_REDIS_URL": state["redis_url"],
             "ENGRAM_HOST_REGISTRY": str(self.state_dir / "hosts.json"),
             "ENGRAM_AUDIENCE": DEV_AUDIENCE,
+            "ENGRAM_TLS_DIR": str(self.state_dir / "pki" / "gateway"),
         }
 
     def admin(self, *args: str) -> subprocess.CompletedProcess[str]:

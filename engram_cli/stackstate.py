@@ -1,5 +1,5 @@
 """The state directory of a local stack (``.engram/`` by default): generated secrets (mode
-0600), the host registry, the dev host file, datastore data, the lock of the ``engram up``
+0600), this run's development CA and service certificates (``pki/``), the host registry, the dev host file, datastore data, the lock of the ``engram up``
 using it (``up.lock``) and the addresses and processes of the running stack (``stack.json``)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from gateway.hosts import upsert_host
 from engram_cli.datastores import process_start_time
 from engram_hostkit.hostfile import HostFile
+from engram_core.transport import Transport
 
 DEV_HOST_ID = "engram-dev-host"
 DEV_AUDIENCE = "engram-gateway-dev"
@@ -72,6 +73,15 @@ class StackState:
 
     def admin_token(self) -> str:
         return secret_file(self.dir / "admin-token")
+
+    @property
+    def pki_dir(self) -> Path:
+        """This run's development CA: ``pki/<identity>/`` is one process's ``ENGRAM_TLS_DIR``."""
+        return self.dir / "pki"
+
+    def transport(self, identity: str = "operator") -> Transport:
+        """How a local client speaks to this stack's services, as ``identity``."""
+        return Transport(self.pki_dir / identity)
 
     def save(self) -> None:
         """Write ``stack.json`` atomically (readers never see half a file)."""

@@ -41,6 +41,8 @@ from engram_cli.stackstate import (
     deployment_for, secret_file, stop_leftovers,
 )
 from engram_core.crypto import Keyring
+from engram_core.pki import create_dev_pki
+from engram_core.transport import Transport
 from engram_hostkit.hostfile import HostFile
 from engram_hostkit.keys import generate_host_keys
 from gateway.hosts import upsert_host
@@ -194,6 +196,8 @@ class Stack:
         )
         keyring = self.state_dir / "keyring.json"
         Keyring.ensure_dev_file(str(keyring))
+        # A throwaway CA per run (its key is not kept) and one certificate per service identity.
+        create_dev_pki(state.pki_dir)
         self._dev_host(state)
         env = {
             **os.environ,
@@ -213,6 +217,7 @@ class Stack:
             "ENGRAM_GATEWAY_HOST": "127.0.0.1",
             "ENGRAM_GATEWAY_PORT": str(self.gateway_port),
             "ENGRAM_GRPC_HOST": "127.0.0.1",
+            "ENGRAM_GRPC_PLAINTEXT": "false",
         }
         self._ports = ports
         self.state = state
@@ -228,6 +233,7 @@ class Stack:
             if name in self._ports:
                 child_env["ENGRAM_GRPC_PORT"] = str(self._ports[name])
             command = "search" if name.startswith("search") else name
+            child_env["ENGRAM_TLS_DIR"] = str((self.state.pki_dir / command).resolve())
             child = ChildProcess(name, [sys.executable, "-m", "engram_cli.main", command],
                                  env=child_env, log_file=self.log_dir / f"{name}.log")
             child.start()
@@ -253,14 +259,16 @@ class Stack:
     async def wait_ready(self, state: StackState) -> None:
         """Until every gRPC service is SERVING and the gateway's /readyz names this run."""
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        pending = {state.storage_addr, *state.search_replicas, state.admission_addr, state.worker_health_addr}
+        pending = {state.storage_addr: "storage", **{addr: "search" for addr in state.search_replicas},
+                   state.admission_addr: "admission", state.worker_health_addr: "worker"}
+        operator = state.transport("operator")
         while pending:
             self.check_alive()
             if time.monotonic() > deadline:
                 raise StackError("services not SERVING in time: " + ", ".join(sorted(pending)))
-            for addr in list(pending):
-                if await _grpc_serving(addr):
-                    pending.discard(addr)
+            for addr, peer in list(pending.items()):
+                if await _grpc_serving(operator, addr, peer):
+                    del pending[addr]
             await asyncio.sleep(POLL_SECONDS)
         async with httpx.AsyncClient() as client:
             while True:
@@ -317,8 +325,8 @@ class Stack:
         self.events.write("stopped")
 
 
-async def _grpc_serving(addr: str) -> bool:
-    async with grpc.aio.insecure_channel(addr) as chan:
+async def _grpc_serving(transport: Transport, addr: str, peer: str) -> bool:
+    async with transport.channel(addr, peer) as chan:
         try:
             reply = await health_pb2_grpc.HealthStub(chan).Check(health_pb2.HealthCheckRequest(service=""), timeout=0.5)
         except grpc.aio.AioRpcError:
@@ -344,7 +352,7 @@ async def _bring_up(stack: Stack) -> StackState:
     stack.start(env)
     stack.record(state)
     await stack.wait_ready(state)
-    await enable_scope(state.storage_addr, state.admin_token(), DEV_TENANT, DEV_WORKSPACE, [], [])
+    await enable_scope(state.transport("operator"), state.storage_addr, state.admin_token(), DEV_TENANT, DEV_WORKSPACE, [], [])
     return state
 
 

@@ -1,8 +1,10 @@
 """The gRPC service skeleton every engram service uses.
 
-``create_server(settings, register)`` binds a ``grpc.aio`` server with the standard health
-service; ``run_until_signal`` serves until SIGTERM/SIGINT, flips health to NOT_SERVING, then
-stops with the configured grace.
+``create_server(settings, register, transport)`` binds a ``grpc.aio`` server with the standard
+health service, mutual TLS and the access check of :mod:`engram_core.access` (plaintext and no
+check only under the development setting ``ENGRAM_GRPC_PLAINTEXT``), and the optional
+health-only probe port; ``run_until_signal`` serves until SIGTERM/SIGINT, flips health to
+NOT_SERVING, then stops with the configured grace.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from engram_core.access import AccessInterceptor
 from engram_core.settings import GrpcServiceSettings
+from engram_core.transport import MESSAGE_OPTIONS, Transport
 
 
 @dataclass
@@ -23,6 +27,7 @@ class RunningServer:
     server: grpc.aio.Server
     port: int
     health: health.aio.HealthServicer
+    probe: grpc.aio.Server | None = None
 
     async def set_serving(self, serving: bool) -> None:
         status = (
@@ -35,26 +40,31 @@ class RunningServer:
     async def stop(self, grace: float) -> None:
         await self.set_serving(False)
         await self.server.stop(grace)
+        if self.probe is not None:
+            await self.probe.stop(0)
 
 
 async def create_server(
-    settings: GrpcServiceSettings, register: Callable[[grpc.aio.Server], None]
+    settings: GrpcServiceSettings, register: Callable[[grpc.aio.Server], None], transport: Transport
 ) -> RunningServer:
     """Bind and start a server on settings.grpc_host:grpc_port (0 = any free port)."""
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-            ("grpc.max_send_message_length", 16 * 1024 * 1024),
-        ]
-    )
+    interceptors = [AccessInterceptor()] if transport.secure else []
+    server = grpc.aio.server(interceptors=interceptors, options=MESSAGE_OPTIONS)
     register(server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    port = server.add_insecure_port(f"{settings.grpc_host}:{settings.grpc_port}")
+    port = transport.add_port(server, f"{settings.grpc_host}:{settings.grpc_port}")
     if port == 0:
         raise RuntimeError(f"cannot bind gRPC port {settings.grpc_host}:{settings.grpc_port}")
+    probe = None
+    if settings.probe_port:
+        probe = grpc.aio.server()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probe)
+        if probe.add_insecure_port(f"{settings.grpc_host}:{settings.probe_port}") == 0:
+            raise RuntimeError(f"cannot bind the probe port {settings.grpc_host}:{settings.probe_port}")
+        await probe.start()
     await server.start()
-    running = RunningServer(server, port, health_servicer)
+    running = RunningServer(server, port, health_servicer, probe)
     await running.set_serving(True)
     return running
 
@@ -71,21 +81,6 @@ async def run_until_signal(
     running: RunningServer, grace: float, on_stop: Callable[[], Awaitable[None]] | None = None
 ) -> None:
     await wait_for_signal()
-    await running.set_serving(False)
-    await running.server.stop(grace)
+    await running.stop(grace)
     if on_stop is not None:
         await on_stop()
-
-
-def channel(address: str) -> grpc.aio.Channel:
-    """An insecure loopback/cluster channel with the message size limits of the servers.
-    Calls are spread round-robin over every address the target names (``ipv4:a:p,b:q``, or a
-    ``dns:///`` name with several records: search replicas)."""
-    return grpc.aio.insecure_channel(
-        address,
-        options=[
-            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-            ("grpc.max_send_message_length", 16 * 1024 * 1024),
-            ("grpc.lb_policy_name", "round_robin"),
-        ],
-    )

@@ -1,11 +1,12 @@
-"""Service identities for the internal gRPC plane (issue 10, groundwork): a throwaway
-development CA and one certificate per process identity, and the identity a TLS peer proves.
+"""Service identities of the internal gRPC plane: a throwaway development CA and one
+certificate per process identity, and the identity a TLS peer proves.
 
 An identity is carried in the certificate as a SAN URI ``spiffe://engram/<name>`` (the SPIFFE
-form service meshes use; cert-manager issues it from a ``uris:`` entry). Server certificates
-also name ``localhost``, ``127.0.0.1`` and the service's DNS names, so one certificate serves
-as client and server identity of a process. :func:`create_dev_pki` writes everything under one
-directory, private keys with mode 0600; nothing here is used by the services yet.
+form service meshes use; cert-manager issues it from a ``uris:`` entry). Certificates also name
+``localhost``, ``127.0.0.1`` and the service's DNS names, so one certificate serves as client
+and server identity of a process. One identity's files are a directory in the layout of a
+cert-manager Secret (``ca.crt``, ``tls.crt``, ``tls.key``), so ``ENGRAM_TLS_DIR`` points at a
+mounted Secret in Kubernetes and at ``<state_dir>/pki/<identity>`` under ``engram up``.
 """
 
 from __future__ import annotations
@@ -25,21 +26,40 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 IDENTITIES = ("gateway", "storage", "search", "admission", "worker", "operator")
 TRUST_DOMAIN = "engram"
 URI_PREFIX = f"spiffe://{TRUST_DOMAIN}/"
-CA_FILE = "ca.pem"
+CA_FILE, CERT_FILE, KEY_FILE = "ca.crt", "tls.crt", "tls.key"
 VALID_DAYS = 30
 
 
 @dataclass(frozen=True)
 class IdentityFiles:
-    """One identity's PEM files (the CA's certificate is shared)."""
+    """One identity's PEM files: a directory holding ``ca.crt``, ``tls.crt`` and ``tls.key``."""
 
-    ca: Path
-    cert: Path
-    key: Path
+    directory: Path
+
+    @property
+    def ca(self) -> Path:
+        return self.directory / CA_FILE
+
+    @property
+    def cert(self) -> Path:
+        return self.directory / CERT_FILE
+
+    @property
+    def key(self) -> Path:
+        return self.directory / KEY_FILE
 
     def read(self) -> tuple[bytes, bytes, bytes]:
         """``(ca, cert, key)`` as bytes, for grpc's ``ssl_*_credentials``."""
         return self.ca.read_bytes(), self.cert.read_bytes(), self.key.read_bytes()
+
+
+def server_name(name: str) -> str:
+    """The DNS name every certificate of identity ``name`` carries and every client expects of
+    a server of that identity (whatever address it dials: pod IPs of search replicas, loopback),
+    so that server authentication is identity authentication."""
+    if name not in IDENTITIES:
+        raise ValueError("unknown service identity")
+    return f"{name}.{TRUST_DOMAIN}"
 
 
 def identity_uri(name: str) -> str:
@@ -51,11 +71,22 @@ def identity_uri(name: str) -> str:
 def identity_of(auth_context: Mapping[str, Iterable[bytes]]) -> str | None:
     """The service identity a TLS peer proved (from grpc's ``context.auth_context()``), or
     None: no client certificate, or none naming exactly one known identity."""
-    names = {
-        value.decode("utf-8", "replace")[len(URI_PREFIX):]
-        for value in auth_context.get("x509_subject_alternative_name", ())
-        if value.startswith(URI_PREFIX.encode())
-    }
+    return _one_identity(value.decode("utf-8", "replace")
+                         for value in auth_context.get("x509_subject_alternative_name", ()))
+
+
+def certificate_identity(pem: bytes) -> str | None:
+    """The service identity a PEM certificate names (its SAN URIs), or None."""
+    cert = x509.load_pem_x509_certificate(pem)
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return None
+    return _one_identity(sans.get_values_for_type(x509.UniformResourceIdentifier))
+
+
+def _one_identity(values: Iterable[str]) -> str | None:
+    names = {value[len(URI_PREFIX):] for value in values if value.startswith(URI_PREFIX)}
     if len(names) != 1:
         return None
     (name,) = names
@@ -80,9 +111,9 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def create_dev_pki(directory: Path, identities: Iterable[str] = IDENTITIES, *,
                    dns_names: Iterable[str] = ("localhost",)) -> dict[str, IdentityFiles]:
-    """A fresh CA and a certificate per identity under ``directory`` (created with mode 0700;
-    keys 0600, certificates 0644). The CA's key is not kept: nothing can be issued later, a
-    new run makes a new CA."""
+    """A fresh CA and a certificate per identity under ``directory`` (``ca.crt``, and one
+    sub-directory per identity in the Secret layout; directories 0700, keys 0600, certificates
+    0644). The CA's key is not kept: nothing can be issued later, a new run makes a new CA."""
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -98,14 +129,14 @@ def create_dev_pki(directory: Path, identities: Iterable[str] = IDENTITIES, *,
                                      encipher_only=False, decipher_only=False), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
-    ca_path = directory / CA_FILE
-    _write(ca_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
+    _write(directory / CA_FILE, ca_pem, 0o644)
     out = {}
     for name in identities:
         key = _key()
         sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(identity_uri(name)),
                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-        sans += [x509.DNSName(dns) for dns in dns_names]
+        sans += [x509.DNSName(dns) for dns in (server_name(name), *dns_names)]
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"engram-{name}")]))
@@ -117,7 +148,10 @@ def create_dev_pki(directory: Path, identities: Iterable[str] = IDENTITIES, *,
                            critical=False)
             .sign(ca_key, hashes.SHA256())
         )
-        files = IdentityFiles(ca_path, directory / f"{name}.pem", directory / f"{name}.key")
+        files = IdentityFiles(directory / name)
+        files.directory.mkdir(exist_ok=True)
+        os.chmod(files.directory, 0o700)
+        _write(files.ca, ca_pem, 0o644)
         _write(files.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
         _write(files.key, _pem_key(key), 0o600)
         out[name] = files

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -20,11 +22,19 @@ class BaseEngramSettings(BaseSettings):
     # and the test suite) on one Redis never consume each other's tasks or replay entries.
     # ``engram up`` derives it from its state directory; every process of a stack shares it.
     deployment: str = Field("engram", pattern=DEPLOYMENT_PATTERN)
+    # The internal gRPC plane (engram_core.transport): this process's certificate directory
+    # (ca.crt, tls.crt, tls.key; a mounted cert-manager Secret). Required unless
+    # grpc_plaintext, a development setting under which no internal caller is authenticated.
+    tls_dir: Path | None = None
+    grpc_plaintext: bool = False
 
 
 class GrpcServiceSettings(BaseEngramSettings):
     grpc_host: str = "127.0.0.1"
     grpc_port: int = 0
+    # A second, plaintext port serving grpc.health.v1 only, for kubelet probes (which cannot
+    # present a client certificate); 0: none.
+    probe_port: int = Field(0, ge=0, le=65535)
 
 
 class TaskQueueSettings(GrpcServiceSettings):

@@ -14,7 +14,7 @@ from engram_api.search.v1 import search_pb2_grpc
 from engram_api.storage.v1 import storage_pb2_grpc
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import error_from_rpc
-from engram_core.grpc_server import channel
+from engram_core.transport import ReloadingStub, Transport
 
 T = TypeVar("T")
 
@@ -22,15 +22,10 @@ T = TypeVar("T")
 class Backends:
     """Channels and stubs to storage, search and admission."""
 
-    def __init__(self, storage_addr: str, search_addr: str, admission_addr: str) -> None:
-        self._channels = {
-            "storage": channel(storage_addr),
-            "search": channel(search_addr),
-            "admission": channel(admission_addr),
-        }
-        self.storage = storage_pb2_grpc.StorageServiceStub(self._channels["storage"])
-        self.search = search_pb2_grpc.SearchServiceStub(self._channels["search"])
-        self.admission = admission_pb2_grpc.AdmissionServiceStub(self._channels["admission"])
+    def __init__(self, transport: Transport, storage_addr: str, search_addr: str, admission_addr: str) -> None:
+        self.storage = transport.stub(storage_pb2_grpc.StorageServiceStub, storage_addr, "storage")
+        self.search = transport.stub(search_pb2_grpc.SearchServiceStub, search_addr, "search")
+        self.admission = transport.stub(admission_pb2_grpc.AdmissionServiceStub, admission_addr, "admission")
 
     async def call(self, method: Callable[..., Awaitable[T]], request: Any, timeout: float) -> T:
         """One unary call; failures come back as the contract's EngramError."""
@@ -43,8 +38,8 @@ class Backends:
 
     async def all_serving(self, timeout: float = 1.0) -> bool:
         """True when every downstream health service reports SERVING."""
-        for chan in self._channels.values():
-            stub = health_pb2_grpc.HealthStub(chan)
+        for backend in self._stubs():
+            stub = health_pb2_grpc.HealthStub(backend.channel)
             try:
                 reply = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
             except grpc.aio.AioRpcError:
@@ -54,8 +49,11 @@ class Backends:
         return True
 
     async def close(self) -> None:
-        for chan in self._channels.values():
-            await chan.close()
+        for backend in self._stubs():
+            await backend.channel.close()
+
+    def _stubs(self) -> tuple[ReloadingStub[Any], ...]:
+        return (self.storage, self.search, self.admission)
 
 
 def caller_message(ctx: Any) -> common_pb2.Caller:

@@ -16,6 +16,7 @@ import uvicorn
 
 from engram_core import logs
 from engram_core.taskq import redis_prefix
+from engram_core.transport import Transport
 from gateway.backends import Backends
 from gateway.confirmation import ConfirmationVerifier
 from gateway.context import ContextVerifier, ReplayGuard
@@ -44,7 +45,8 @@ async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
     registry = HostRegistry.load(settings.host_registry)
     redis = aioredis.Redis.from_url(settings.redis_url)
     replay = ReplayGuard(redis, prefix=redis_prefix(settings.deployment) + "jti:")
-    backends = Backends(settings.storage_addr, settings.search_addr, settings.admission_addr)
+    backends = Backends(Transport.from_settings(settings), settings.storage_addr, settings.search_addr,
+                        settings.admission_addr)
     dispatcher = Dispatcher(
         backends,
         ContextVerifier(registry, settings.audience, replay),

@@ -11,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from engram_api.search.v1 import search_pb2_grpc
 from engram_api.storage.v1 import storage_pb2_grpc
 from engram_core import logs
-from engram_core.grpc_server import RunningServer, channel, create_server, run_until_signal
+from engram_core.grpc_server import RunningServer, create_server, run_until_signal
+from engram_core.transport import Transport
 from search_service.cursors import CursorCodec
 from search_service.embedding import Embedder, EmbeddingUnavailable
 from search_service.projection import Projections
@@ -22,11 +23,12 @@ log = logging.getLogger("engram.search")
 
 
 async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], Awaitable[None]]]:
-    storage_channel = channel(settings.storage_addr)
+    transport = Transport.from_settings(settings)
+    storage = transport.stub(storage_pb2_grpc.StorageServiceStub, settings.storage_addr, "storage")
     pool = ThreadPoolExecutor(max_workers=settings.search_threads, thread_name_prefix="engram-search")
     embedder, semantic_off = await load_embedder(settings)
     servicer = SearchServicer(
-        Projections(storage_pb2_grpc.StorageServiceStub(storage_channel), settings.storage_rpc_seconds,
+        Projections(storage, settings.storage_rpc_seconds,
                     budget_bytes=settings.projection_budget_bytes,
                     progress_seconds=settings.projection_progress_seconds, embedder=embedder, pool=pool),
         CursorCodec(settings.cursor_key.encode("utf-8"), ttl_ms=settings.cursor_ttl_seconds * 1000),
@@ -37,12 +39,12 @@ async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], 
         semantic_off=semantic_off,
     )
     running = await create_server(
-        settings, lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server)
+        settings, lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server), transport
     )
     servicer.replica_id = settings.replica_id or f"{socket.gethostname()}:{running.port}"
 
     async def close() -> None:
-        await storage_channel.close()
+        await storage.channel.close()
         pool.shutdown(wait=False, cancel_futures=True)
 
     return running, close

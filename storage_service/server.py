@@ -12,6 +12,7 @@ from engram_core import logs
 from engram_core.crypto import FileKeyProvider, Keyring
 from engram_core.grpc_server import RunningServer, create_server, run_until_signal
 from engram_core.taskq import make_celery
+from engram_core.transport import Transport
 from storage_service.admin import AdminServicer
 from storage_service.deps import Deps
 from storage_service.outbox import Relay
@@ -49,7 +50,7 @@ async def create(settings: StorageSettings) -> tuple[RunningServer, Callable[[],
         storage_pb2_grpc.add_StorageServiceServicer_to_server(storage, server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
 
-    running = await create_server(settings, register)
+    running = await create_server(settings, register, Transport.from_settings(settings))
     if relay is not None:
         relay.start()
 

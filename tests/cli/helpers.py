@@ -19,6 +19,7 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from engram_cli.datastores import process_start_time
+from engram_core.transport import Transport
 
 T = TypeVar("T")
 
@@ -62,9 +63,10 @@ def run_up(state_dir: Path, port: int, env: dict[str, str], timeout: float = 60.
     )
 
 
-def grpc_serving(addr: str) -> bool:
-    """Whether the gRPC health service at ``addr`` says SERVING."""
-    with grpc.insecure_channel(addr) as chan:
+def grpc_serving(state_dir: Path, addr: str, peer: str) -> bool:
+    """Whether the gRPC health service of ``peer`` at ``addr`` says SERVING (asked as the
+    stack's operator)."""
+    with Transport(state_dir / "pki" / "operator").sync_channel(addr, peer) as chan:
         try:
             reply = health_pb2_grpc.HealthStub(chan).Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
         except grpc.RpcError:

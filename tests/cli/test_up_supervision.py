@@ -18,6 +18,7 @@ from engram_api.common.v1 import common_pb2
 from engram_cli.datastores import free_port
 from engram_cli.spawn import SpawnedStack, spawn_up
 from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE, deployment_for
+from engram_core.transport import Transport
 from tests.cli.helpers import OutputTail, alive, children, grpc_serving, own_env, readyz, run_up, wait_for
 
 
@@ -57,7 +58,7 @@ def test_killed_service_is_restarted_on_its_port(up: tuple[SpawnedStack, OutputT
     state = stack.state()
     assert state["restarts"]["search"] == 1
     assert state["children"]["search"]["pid"] == new
-    wait_for("search SERVING again", lambda: grpc_serving(state["search_addr"]), 30, interval=0.2)
+    wait_for("search SERVING again", lambda: grpc_serving(stack.state_dir, state["search_addr"], "search"), 30, interval=0.2)
     wait_for("gateway ready again", lambda: (r := readyz(stack.mcp_url)) is not None and r[0] == 200, 30, interval=0.2)
     log = (stack.state_dir / "logs" / "up.log").read_text()
     assert '"event": "exited", "child": "search"' in log and '"event": "restarted", "child": "search"' in log
@@ -76,7 +77,7 @@ def test_killed_secantus_is_restarted_with_its_data(up: tuple[SpawnedStack, Outp
     request = admin_pb2.EnableScopeRequest(scope=common_pb2.Scope(tenant=DEV_TENANT, workspace=DEV_WORKSPACE))
 
     def scope_enabled() -> bool:
-        with grpc.insecure_channel(state["storage_addr"]) as chan:
+        with Transport(stack.state_dir / "pki" / "operator").sync_channel(state["storage_addr"], "storage") as chan:
             try:
                 reply = admin_pb2_grpc.AdminServiceStub(chan).EnableScope(
                     request, metadata=(("authorization", f"Bearer {token}"),), timeout=5)

@@ -1,4 +1,4 @@
-"""Development PKI (issue 10 groundwork) over real gRPC mutual TLS: a client of the dev CA
+"""Development PKI over real gRPC mutual TLS: a client of the dev CA
 proves its identity to the server; a client without a certificate, or with one of another CA,
 gets no connection; private keys are 0600."""
 
@@ -12,7 +12,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from engram_core.pki import IDENTITIES, IdentityFiles, create_dev_pki, identity_of, identity_uri
+from engram_core.pki import IDENTITIES, IdentityFiles, certificate_identity, create_dev_pki, identity_of, identity_uri
 
 SEEN: list[str | None] = []
 
@@ -73,10 +73,14 @@ def test_files_and_modes(tmp_path: Path) -> None:
     files = create_dev_pki(tmp_path / "pki")
     assert sorted(files) == sorted(IDENTITIES)
     assert stat.S_IMODE((tmp_path / "pki").stat().st_mode) == 0o700
-    for item in files.values():
+    for name, item in files.items():
+        assert item.directory == tmp_path / "pki" / name  # the Secret layout: ca.crt, tls.crt, tls.key
+        assert stat.S_IMODE(item.directory.stat().st_mode) == 0o700
         assert stat.S_IMODE(item.key.stat().st_mode) == 0o600
+        assert certificate_identity(item.cert.read_bytes()) == name
+        assert item.ca.read_bytes() == (tmp_path / "pki" / "ca.crt").read_bytes()
         assert b"PRIVATE KEY" in item.key.read_bytes() and b"PRIVATE KEY" not in item.cert.read_bytes()
-    assert not list((tmp_path / "pki").glob("ca*.key"))  # the CA's key is not kept
+    assert not list((tmp_path / "pki").rglob("ca*.key"))  # the CA's key is not kept
 
 
 def test_identity_of_needs_exactly_one_known_identity() -> None:

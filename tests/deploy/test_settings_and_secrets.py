@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import json
 import posixpath
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from pydantic_settings import BaseSettings
 
 from admission_worker.settings import AdmissionSettings, WorkerSettings
 from engram_core.crypto import Keyring
+from engram_core.pki import server_name
+from engram_core.transport import Transport
 from gateway.hosts import parse_registry
 from gateway.settings import GatewaySettings
 from search_service.settings import SearchSettings
 from storage_service.settings import StorageSettings
 
 from .manifests import CONFIG_MAP, all_containers, container_env, engram_deployments, find_named, pod_spec, workloads
-from .rendering import IN_CLUSTER, Rendered
+from .rendering import DEPLOY, IN_CLUSTER, Rendered
 
 SETTINGS: dict[str, type[BaseSettings]] = {
     "gateway": GatewaySettings,
@@ -47,7 +51,11 @@ SECRET_FILES: dict[str, dict[str, tuple[str, str]]] = {
     "gateway": {"ENGRAM_HOST_REGISTRY": ("engram-host-registry", "host-registry.json")},
     "storage": {"ENGRAM_KEYRING": ("engram-keyring", "keyring.json")},
 }
-OPERATOR_SECRETS = {"engram-host-registry", "engram-keyring", "engram-admin-token", "engram-cursor-key", DATASTORES}
+# Each component's service identity on the internal gRPC plane: a whole Secret (ca.crt,
+# tls.crt, tls.key) mounted as the directory ENGRAM_TLS_DIR names.
+TLS_SECRETS = {name: f"engram-tls-{name}" for name in SETTINGS}
+OPERATOR_SECRETS = {"engram-host-registry", "engram-keyring", "engram-admin-token", "engram-cursor-key", DATASTORES,
+                    *TLS_SECRETS.values()}
 IN_CLUSTER_SECRETS = {"engram-mongodb-auth", "engram-redis-auth"}
 KNOWN_SECRETS = OPERATOR_SECRETS | IN_CLUSTER_SECRETS
 # Variables that must never carry a literal value anywhere.
@@ -131,7 +139,7 @@ def test_file_settings_point_into_read_only_secret_volumes(manifests: Rendered) 
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
         secret_volumes = {_secret_name(v["secret"]["secretName"]) for v in volumes.values() if "secret" in v}
         expected = SECRET_FILES.get(name, {})
-        assert secret_volumes == {secret for secret, _ in expected.values()}, name
+        assert secret_volumes == {secret for secret, _ in expected.values()} | {TLS_SECRETS[name]}, name
         for variable, (secret, key) in expected.items():
             path = env[variable].value or ""
             (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == posixpath.dirname(path)]
@@ -139,6 +147,20 @@ def test_file_settings_point_into_read_only_secret_volumes(manifests: Rendered) 
             assert mount["readOnly"] is True and "subPath" not in mount, variable
             assert _secret_name(volumes[mount["name"]]["secret"]["secretName"]) == secret, variable
             assert posixpath.basename(path) == key, variable
+
+
+def test_each_process_mounts_its_own_service_identity_as_its_tls_dir(manifests: Rendered) -> None:
+    for name, deployment in engram_deployments(manifests).items():
+        spec = pod_spec(deployment)
+        (container,) = spec["containers"]
+        env = container_env(manifests, container)
+        assert "ENGRAM_GRPC_PLAINTEXT" not in env, name  # never plaintext, in any overlay
+        tls_dir = env["ENGRAM_TLS_DIR"].value
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == tls_dir]
+        assert mount["readOnly"] is True and "subPath" not in mount, name  # renewals reach the files
+        (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+        assert _secret_name(volume["secret"]["secretName"]) == TLS_SECRETS[name], name
+        assert "items" not in volume["secret"] and volume["secret"]["defaultMode"] == 0o440, name
 
 
 def test_workloads_reference_exactly_the_documented_secrets(manifests: Rendered) -> None:
@@ -165,7 +187,26 @@ def test_dev_secret_files_are_accepted_by_the_processes_and_kept_on_rerun(deploy
     SearchSettings(cursor_key=(directory / "cursor-key").read_text())
     assert len((directory / "admin-token").read_text()) >= 16
     assert len((directory / "mongodb-keyfile").read_text()) <= 1024
-    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+    for name in TLS_SECRETS:
+        assert Transport(directory / "tls" / name).identity == name
+        assert stat.S_IMODE((directory / "tls" / name / "tls.key").stat().st_mode) == 0o600
+    assert Transport(directory / "tls" / "operator").identity == "operator"
+
+    def files() -> dict[str, bytes]:
+        return {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+    before = files()
     subprocess.run([sys.executable, str(overlay / "gen-secrets.py")], check=True, capture_output=True, timeout=60)
-    assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
+    assert files() == before
+
+
+def test_the_cert_manager_example_issues_each_identity_into_its_secret() -> None:
+    documents = [d for d in yaml.safe_load_all((DEPLOY / "cert-manager" / "certificates.yaml").read_text()) if d]
+    certificates = {d["metadata"]["name"]: d["spec"] for d in documents if d["kind"] == "Certificate"}
+    assert set(certificates) == {*TLS_SECRETS.values(), "engram-tls-operator"}
+    for secret, spec in certificates.items():
+        identity = secret.removeprefix("engram-tls-")
+        assert spec["secretName"] == secret
+        assert spec["uris"] == [f"spiffe://engram/{identity}"] and spec["dnsNames"] == [server_name(identity)]
+        assert set(spec["usages"]) == {"server auth", "client auth"}
 

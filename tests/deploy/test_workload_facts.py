@@ -22,6 +22,8 @@ from .rendering import Rendered
 
 # The gRPC port of each engram process (the worker's serves only grpc.health.v1).
 GRPC_PORTS = {"storage": 50051, "search": 50052, "admission": 50053, "worker": 50054}
+# The plaintext grpc.health.v1-only port kubelet probes use (they cannot present a certificate).
+PROBE_PORT = 50060
 GATEWAY_PORT = 8080
 SERVICE_PORT_NAMES = {"gateway": "http", "storage": "grpc", "search": "grpc", "admission": "grpc"}
 APP_USER = 10001  # the Dockerfile's USER
@@ -75,16 +77,18 @@ def test_every_long_running_container_has_readiness_and_liveness_probes(manifest
                 assert probe in container, f"{_where(workload, container)}: {probe}"
 
 
-def test_grpc_services_use_native_grpc_probes_on_their_port(manifests: Rendered) -> None:
+def test_grpc_services_use_native_grpc_probes_on_their_probe_port(manifests: Rendered) -> None:
     for name, deployment in engram_deployments(manifests).items():
         if name == "gateway":
             continue
         (container,) = pod_spec(deployment)["containers"]
         port = GRPC_PORTS[name]
-        assert container["ports"] == [{"name": "grpc", "containerPort": port, "protocol": "TCP"}]
-        assert container_env(manifests, container)["ENGRAM_GRPC_PORT"].value == str(port)
+        assert container["ports"] == [{"name": "grpc", "containerPort": port, "protocol": "TCP"},
+                                      {"name": "probe", "containerPort": PROBE_PORT, "protocol": "TCP"}]
+        env = container_env(manifests, container)
+        assert env["ENGRAM_GRPC_PORT"].value == str(port) and env["ENGRAM_PROBE_PORT"].value == str(PROBE_PORT)
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"] == {"port": port}, f"{name} {probe}"
+            assert container[probe]["grpc"] == {"port": PROBE_PORT}, f"{name} {probe}"
 
 
 def test_gateway_probes_are_http_readyz_and_healthz(manifests: Rendered) -> None:

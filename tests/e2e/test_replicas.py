@@ -8,12 +8,11 @@ import json
 import socket
 import uuid
 
-import grpc
 from pymongo import MongoClient
 
 from engram_api.common.v1 import common_pb2
 from engram_api.search.v1 import search_pb2, search_pb2_grpc
-from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE
+from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE, StackState
 from engram_core.canonical import canonicalize
 from engram_core.schemas.validate import with_defaults
 from engram_core.taskq import INVALIDATE_PROJECTION
@@ -22,12 +21,12 @@ from tests.e2e.conftest import RunningStack
 from tests.e2e.test_scenario import PURPOSE, connect, until, value
 
 
-async def found_on(replica: str, query: str) -> list[str]:
+async def found_on(stack: RunningStack, replica: str, query: str) -> list[str]:
     """The record ids one replica answers for ``query`` (called directly, as the gateway does)."""
     caller = common_pb2.Caller(scope=common_pb2.Scope(tenant=DEV_TENANT, workspace=DEV_WORKSPACE),
                                principal="user:ada", purpose_ref=PURPOSE)
     args = with_defaults("engram_memory_search", make_search_args(query, PURPOSE))
-    async with grpc.aio.insecure_channel(replica) as channel:
+    async with StackState.load(stack.state_dir).transport("gateway").channel(replica, "search") as channel:
         reply = await search_pb2_grpc.SearchServiceStub(channel).Search(
             search_pb2.SearchRequest(caller=caller, arguments_json=canonicalize(args)), timeout=20)
     return [packet["record"]["record_id"] for packet in json.loads(reply.value_json)["records"]]
@@ -47,7 +46,7 @@ async def test_forget_reaches_every_search_replica(stack: RunningStack) -> None:
         record_id = admitted["outcome"]["record_id"]
         # Both replicas hold it (each built its projection of the scope) and rank it first (the
         # semantic channel may list the dev scope's other records below it).
-        orders = [await found_on(replica, query) for replica in replicas]
+        orders = [await found_on(stack, replica, query) for replica in replicas]
         assert orders[0][:1] == [record_id] and orders[1] == orders[0]
         # Through the gateway, searches alternate between the replicas and agree.
         for _ in range(4):
@@ -58,7 +57,7 @@ async def test_forget_reaches_every_search_replica(stack: RunningStack) -> None:
         await memory.call("engram_memory_forget", forget, approver="human:ada")
         # Gone on both at once (each replica catches up to the journal head before answering).
         for replica in replicas:
-            assert record_id not in await found_on(replica, query)
+            assert record_id not in await found_on(stack, replica, query)
         finished = await until(lambda: memory.call("engram_memory_forget", forget, approver="human:ada"),
                                lambda v: v["projection_invalidation"] == "complete")
 

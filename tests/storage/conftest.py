@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 
 from engram_api.admin.v1 import admin_pb2_grpc
 from engram_api.storage.v1 import storage_pb2_grpc
-from engram_core.grpc_server import channel
+from engram_core.transport import Transport
 from engram_core.taskq import redis_prefix
 from storage_service.deps import Deps
 from storage_service.server import create
@@ -30,9 +30,12 @@ async def storage(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempP
         grpc_host="127.0.0.1", grpc_port=0, mongo_url=mongo_url, mongo_db=f"st_{tag}",
         redis_url=redis_url, deployment=f"st-{tag.replace('_', '-')}", task_queue="engram", keyring=tmp / "keyring.json",
         dev_keyring=True, admin_token=ADMIN_TOKEN, relay_interval_seconds=0.05,
+        # The storage logic tests call every method from one client; the access check has its
+        # own tests with mutual TLS (tests/storage/test_internal_plane.py).
+        grpc_plaintext=True,
     )
     running, close, deps = await create(settings)
-    chan = channel(f"127.0.0.1:{running.port}")
+    chan = Transport.plaintext().channel(f"127.0.0.1:{running.port}", "storage")
     yield Storage(storage_pb2_grpc.StorageServiceStub(chan), admin_pb2_grpc.AdminServiceStub(chan), deps,
                   f"127.0.0.1:{running.port}", settings)
     await chan.close()

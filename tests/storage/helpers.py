@@ -20,6 +20,7 @@ from engram_core.canonical import canonicalize
 from engram_core.digests import digest, operation_digest
 from engram_core.errors import EngramError
 from engram_core.grpc_errors import error_from_rpc
+from engram_core.transport import Transport
 from engram_hostkit.examples import make_capture_args
 from storage_service.deps import Deps
 from storage_service.settings import StorageSettings
@@ -122,7 +123,7 @@ async def admit(storage: Storage, who: Who, candidate_id: str) -> dict[str, Any]
     begun = await storage.stub.BeginAdmission(begin_request(who, candidate_id))
     if begun.outcome_json:
         return json.loads(begun.outcome_json)
-    clients = TaskClients.connect(storage.addr, "127.0.0.1:1", timeout=10)
+    clients = TaskClients.connect(Transport.plaintext(), storage.addr, "127.0.0.1:1", timeout=10)
     await asyncio.to_thread(run_decision, clients, begun.request_id)
     decided = await storage.stub.BeginAdmission(begin_request(who, candidate_id))
     return json.loads(decided.outcome_json)
@@ -144,9 +145,10 @@ async def serving_search(servicer: Any) -> AsyncIterator[Any]:
     from search_service.settings import SearchSettings
 
     running = await create_server(SearchSettings(cursor_key="k" * 32, grpc_port=0),
-                                  lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server))
+                                  lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server),
+                                  Transport.plaintext())
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        async with Transport.plaintext().channel(f"127.0.0.1:{running.port}", "search") as channel:
             yield search_pb2_grpc.SearchServiceStub(channel)
     finally:
         await running.server.stop(0)

@@ -26,7 +26,7 @@ from pymongo import MongoClient, monitoring
 
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_cli import datastores
-from engram_core.grpc_server import channel
+from engram_core.transport import Transport
 from engram_core.taskq import DESTROY_KEY, INVALIDATE_PROJECTION, make_celery
 from storage_service.outbox import Relay
 from storage_service.server import create
@@ -141,13 +141,13 @@ async def counted(counted_mongo: tuple[str, Any], redis_url: str,
     settings = StorageSettings(
         grpc_host="127.0.0.1", grpc_port=0, mongo_url=url, mongo_db=f"ap_{tag}", redis_url=redis_url,
         deployment=f"ap-{tag}", keyring=tmp_path_factory.mktemp("ap") / "keyring.json", dev_keyring=True,
-        admin_token=ADMIN_TOKEN, relay_enabled=False,
+        admin_token=ADMIN_TOKEN, relay_enabled=False, grpc_plaintext=True,
     )
     if counter is None:
         counter = ExplainCounter(url, settings.mongo_db)
         monitoring.register(counter)
     running, close, deps = await create(settings)
-    chan = channel(f"127.0.0.1:{running.port}")
+    chan = Transport.plaintext().channel(f"127.0.0.1:{running.port}", "storage")
     from engram_api.admin.v1 import admin_pb2_grpc
 
     storage = Storage(storage_pb2_grpc.StorageServiceStub(chan), admin_pb2_grpc.AdminServiceStub(chan), deps,

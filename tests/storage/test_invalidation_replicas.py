@@ -13,13 +13,15 @@ from admission_worker.tasks import TaskClients, TransientTaskError, run_invalida
 from engram_core.taskq import INVALIDATE_PROJECTION
 from search_service.server import create
 from search_service.settings import SearchSettings
+from engram_core.transport import Transport
 from tests.storage.helpers import Storage, Who, accepted_record, enable, transition_request
 
 FORGET = "engram_memory_forget"
 
 
 async def search_replica(storage: Storage, replica_id: str):  # -> (RunningServer, close)
-    settings = SearchSettings(storage_addr=storage.addr, cursor_key="k" * 32, grpc_port=0, replica_id=replica_id)
+    settings = SearchSettings(storage_addr=storage.addr, cursor_key="k" * 32, grpc_port=0, replica_id=replica_id,
+                              grpc_plaintext=True)
     return await create(settings)
 
 
@@ -33,11 +35,11 @@ async def test_every_replica_or_nothing(storage: Storage) -> None:
     (a, close_a), (b, close_b) = await search_replica(storage, "search-a"), await search_replica(storage, "search-b")
     try:
         live = f"127.0.0.1:{a.port},127.0.0.1:{b.port}"
-        down = TaskClients.connect(storage.addr, "unused", 5, search_replicas=live + ",127.0.0.1:1")
+        down = TaskClients.connect(Transport.plaintext(), storage.addr, "unused", 5, search_replicas=live + ",127.0.0.1:1")
         with pytest.raises(TransientTaskError):
             await asyncio.to_thread(run_invalidation, down, row["_id"])
         assert (await storage.deps.store.outbox.find_one({"_id": row["_id"]}))["state"] != "done"
-        both = TaskClients.connect(storage.addr, "unused", 5, search_replicas=live)
+        both = TaskClients.connect(Transport.plaintext(), storage.addr, "unused", 5, search_replicas=live)
         digest = await asyncio.to_thread(run_invalidation, both, row["_id"])
         done = await storage.deps.store.outbox.find_one({"_id": row["_id"]})
         assert done["state"] == "done" and done["coverage_receipt"]["receipt_digest"] == digest
@@ -57,7 +59,7 @@ def test_replica_targets() -> None:
     assert SearchReplicas(" 10.0.0.2:1 ,10.0.0.1:1,10.0.0.2:1", "x").targets() == ["10.0.0.1:1", "10.0.0.2:1"]
     assert SearchReplicas("[::1]:7", "x").targets() == ["[::1]:7"]
     fake = {"search-headless": ["10.1.0.5:50052", "10.1.0.6:50052"]}
-    assert SearchReplicas("search-headless:50052", "x", lambda host, port: fake[host]).targets() == fake["search-headless"]
+    assert SearchReplicas("search-headless:50052", "x", resolver=lambda host, port: fake[host]).targets() == fake["search-headless"]
     assert "127.0.0.1:9" in resolve_all("localhost", 9)
     for bad in ("host", "host:", ":1", "host:0", "host:65536", "host:x"):
         with pytest.raises(ValueError):

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
-from engram_core.grpc_server import channel
+from engram_core.transport import Transport
 from storage_service import journal
 from storage_service.commits import JournalTxn
 from storage_service.server import create
@@ -129,7 +129,7 @@ async def test_two_storage_processes_write_one_scope_densely(storage: Storage) -
     """A second storage replica on the same database: groups race on the scope head, the
     loser's transaction re-runs, the journal stays dense and chained."""
     second, close, _deps = await create(storage.settings.model_copy(update={"relay_enabled": False}))
-    chan = channel(f"127.0.0.1:{second.port}")
+    chan = Transport.plaintext().channel(f"127.0.0.1:{second.port}", "storage")
     try:
         other = Storage(storage_pb2_grpc.StorageServiceStub(chan), storage.admin, _deps,
                         f"127.0.0.1:{second.port}", storage.settings)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import grpc
 
 from engram_api.common.v1 import common_pb2
 from engram_api.search.v1 import search_pb2, search_pb2_grpc
 from engram_core.canonical import canonicalize
 from engram_core.grpc_server import create_server
+from engram_core.transport import Transport
 from engram_core.schemas.validate import with_defaults
 from engram_hostkit.examples import make_search_args
 from search_service import projection as projection_module
@@ -73,12 +73,13 @@ async def test_search_over_grpc_is_stale_while_building(storage: Storage) -> Non
     slow = SlowStorage(storage.stub, 2.0)
     servicer = SearchServicer(Projections(slow, 30.0), CursorCodec(b"k" * 32))  # type: ignore[arg-type]
     running = await create_server(SearchSettings(cursor_key="k" * 32, grpc_port=0),
-                                  lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server))
+                                  lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server),
+                                  Transport.plaintext())
     caller = common_pb2.Caller(scope=who.scope, principal=who.principal, purpose_ref="purpose:test")
     request = search_pb2.SearchRequest(caller=caller, arguments_json=canonicalize(
         with_defaults("engram_memory_search", make_search_args("harbour cranes"))))
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        async with Transport.plaintext().channel(f"127.0.0.1:{running.port}", "search") as channel:
             stub = search_pb2_grpc.SearchServiceStub(channel)
             assert await rpc_code(stub.Search(request, timeout=0.8)) == "PROJECTION_STALE"
             slow.delay = 0.0

@@ -9,7 +9,11 @@ kept passwords.
 Without --host-registry, an empty host registry is written (the gateway starts and trusts no
 host until you add one; docs/operations.md "Hosts"). Without --keyring, a development keyring
 with one random default KEK is written (format of engram_core.crypto.Keyring, version 1).
-Standard library only; prints what it did, never a value.
+tls/ holds a throwaway development CA and one certificate per service identity (the layout of
+a cert-manager Secret per identity: <identity>/ca.crt, tls.crt, tls.key; valid 30 days, --force
+renews them); tls/operator/ is for `engram admin` and is not deployed. Run it with the
+project's environment (``.venv/bin/python``: the certificates use ``cryptography`` through
+engram_core.pki); prints what it did, never a value.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import shutil
 import sys
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[3]
 MONGO_MEMBERS = ",".join(f"engram-mongodb-{i}.engram-mongodb:27017" for i in range(3))
 URL_FILES = ("mongo-url", "redis-url")
 
@@ -89,6 +94,20 @@ def generate(directory: Path, host_registry: str | None, keyring: str | None, fo
         print(f"{name}: written")
     print("host-registry.json:", _json_file(directory / "host-registry.json", host_registry, {"hosts": []}, force))
     print("keyring.json:", _json_file(directory / "keyring.json", keyring, dev_keyring(), force))
+    print("tls:", _dev_pki(directory / "tls", force))
+
+
+def _dev_pki(directory: Path, force: bool) -> str:
+    """The development CA and service certificates, unless kept."""
+    if (directory / "ca.crt").exists() and not force:
+        return "kept"
+    sys.path.insert(0, str(REPO))
+    try:
+        from engram_core.pki import create_dev_pki
+    except ImportError:
+        raise SystemExit("gen-secrets.py: run it with the project's environment (.venv/bin/python)") from None
+    create_dev_pki(directory)
+    return "generated (development CA, one certificate per service identity)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,124 @@
+"""The storage service on the mutual-TLS plane, called over real gRPC by each service identity:
+each may call only its own methods; every other caller is refused before anything changes
+(journal length, record state), and the AdminService wants the operator identity and the
+bearer token."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from admission_worker.tasks import TaskClients, run_decision
+from engram_api.admin.v1 import admin_pb2, admin_pb2_grpc
+from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
+from engram_core.access import DENIED_MESSAGE
+from engram_core.pki import create_dev_pki
+from engram_core.transport import Transport
+from storage_service.deps import Deps
+from storage_service.server import create
+from storage_service.settings import StorageSettings
+from storage_service.store import Scope
+from tests.storage.helpers import ADMIN_TOKEN, Who, begin_request, capture_request, key, transition_request
+from engram_hostkit.examples import make_capture_args
+
+BEARER = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+
+
+@dataclass
+class Plane:
+    addr: str
+    pki: Path
+    deps: Deps
+
+    def stub(self, identity: str) -> storage_pb2_grpc.StorageServiceStub:
+        return storage_pb2_grpc.StorageServiceStub(Transport(self.pki / identity).channel(self.addr, "storage"))
+
+    def admin(self, identity: str) -> admin_pb2_grpc.AdminServiceStub:
+        return admin_pb2_grpc.AdminServiceStub(Transport(self.pki / identity).channel(self.addr, "storage"))
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def plane(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Plane]:
+    tmp = tmp_path_factory.mktemp("plane")
+    create_dev_pki(tmp / "pki")
+    tag = uuid.uuid4().hex[:8]
+    settings = StorageSettings(
+        grpc_host="127.0.0.1", grpc_port=0, mongo_url=mongo_url, mongo_db=f"plane_{tag}", redis_url=redis_url,
+        deployment=f"plane-{tag}", keyring=tmp / "keyring.json", dev_keyring=True, admin_token=ADMIN_TOKEN,
+        relay_enabled=False, tls_dir=tmp / "pki" / "storage",
+    )
+    running, close, deps = await create(settings)
+    yield Plane(f"127.0.0.1:{running.port}", tmp / "pki", deps)
+    await running.stop(0)
+    await deps.store.client.drop_database(settings.mongo_db)
+    await close()
+
+
+async def refused(call: object) -> str:
+    try:
+        await call  # type: ignore[misc]
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
+            assert exc.details() == DENIED_MESSAGE
+        return exc.code().name
+    raise AssertionError("the call succeeded")
+
+
+async def journal_length(deps: Deps, who: Who) -> int:
+    return await deps.store.journal.count_documents({"scope": Scope(who.tenant, who.workspace).key})
+
+
+async def accepted(plane: Plane, who: Who) -> str:
+    """A record admitted the way the services do it, each step as its own identity."""
+    args = make_capture_args(idempotency_key=key("cap"), text="Kept across the plane.", purpose_ref="purpose:test")
+    captured = json.loads((await plane.stub("gateway").Capture(capture_request(who, args))).value_json)
+    begun = await plane.stub("admission").BeginAdmission(begin_request(who, captured["candidate_id"]))
+    worker = TaskClients.connect(Transport(plane.pki / "worker"), plane.addr, "127.0.0.1:1", timeout=10)
+    outcome = json.loads(await asyncio.to_thread(run_decision, worker, begun.request_id))
+    assert outcome["status"] == "accepted", outcome
+    return str(outcome["record_id"])
+
+
+async def test_each_identity_does_its_job_and_only_that(plane: Plane) -> None:
+    who = Who()
+    await plane.admin("operator").EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope), metadata=BEARER)
+    record_id = await accepted(plane, who)
+    events = await journal_length(plane.deps, who)
+    forget = transition_request(who, "engram_memory_forget", record_id)
+    for identity in ("search", "admission", "worker", "operator", "storage"):
+        assert await refused(plane.stub(identity).Forget(forget)) == "PERMISSION_DENIED", identity
+    assert await refused(plane.stub("gateway").FetchRecords(
+        storage_pb2.FetchRecordsRequest(scope=who.scope, record_ids=[record_id]))) == "PERMISSION_DENIED"
+    assert await refused(plane.stub("gateway").OpenCandidate(
+        storage_pb2.OpenCandidateRequest(request_id="x"))) == "PERMISSION_DENIED"
+    assert await refused(plane.stub("search").Capture(capture_request(who, make_capture_args(
+        idempotency_key=key("cap"), text="Not from search.", purpose_ref="purpose:test")))) == "PERMISSION_DENIED"
+    # Nothing changed: no journal event, the record is still current.
+    assert await journal_length(plane.deps, who) == events
+    record = await plane.deps.store.records.find_one({"_id": record_id})
+    assert record["state"] == "accepted_current"
+    # The search identity reads what it projects.
+    fetched = await plane.stub("search").FetchRecords(storage_pb2.FetchRecordsRequest(scope=who.scope,
+                                                                                     record_ids=[record_id]))
+    assert len(fetched.records) == 1
+
+
+async def test_admin_wants_the_operator_identity_and_the_token(plane: Plane) -> None:
+    request = admin_pb2.GetScopeRequest(scope=Who().scope)
+    assert await refused(plane.admin("gateway").GetScope(request, metadata=BEARER)) == "PERMISSION_DENIED"
+    assert await refused(plane.admin("operator").GetScope(request)) == "UNAUTHENTICATED"  # no bearer token
+    assert (await plane.admin("operator").GetScope(request, metadata=BEARER)).enabled is False
+
+
+async def test_no_certificate_or_plaintext_gets_no_connection(plane: Plane) -> None:
+    plain = storage_pb2_grpc.StorageServiceStub(Transport.plaintext().channel(plane.addr, "storage"))
+    assert await refused(plain.GetScopePolicy(storage_pb2.GetScopePolicyRequest(scope=Who().scope),
+                                              timeout=5)) == "UNAVAILABLE"

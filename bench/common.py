@@ -9,6 +9,7 @@ import os
 import platform
 import statistics
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -67,24 +68,76 @@ def report(name: str, samples_ms: list[float], wall_seconds: float) -> str:
             f"p99={p['p99']:.2f}ms throughput={rate:.1f}/s")
 
 
+@dataclass(frozen=True)
+class HostSigner:
+    """A host's signing key: a bench calling the services directly, as the gateway forwards a
+    call, carries a host-signed context in each Caller (storage verifies it)."""
+
+    host_id: str
+    private_key: str
+    audience: str
+
+    @classmethod
+    def of_stack(cls, stack: Any) -> "HostSigner":
+        from engram_hostkit.hostfile import HostFile
+
+        host = HostFile.load(str(stack.host_file))
+        return cls(host.host_id, host.private_key, host.audience)
+
+    def context(self, scope: "Scope") -> str:
+        from engram_core.schemas.tools import TOOL_NAMES
+        from engram_hostkit.tokens import mint_context
+
+        return mint_context(self.private_key, host_id=self.host_id, audience=self.audience, tenant=scope.tenant,
+                            workspace=scope.workspace, principal=scope.principal, agent_id="agent:bench",
+                            session="bench", audit_id="bench", purpose_ref=scope.purpose_ref, tools=TOOL_NAMES)
+
+    def confirmation(self, scope: "Scope", tool: str, target: str, arguments: dict[str, Any]) -> str:
+        from engram_hostkit.tokens import mint_confirmation
+
+        return mint_confirmation(self.private_key, host_id=self.host_id, audience=self.audience,
+                                 tenant=scope.tenant, workspace=scope.workspace, principal=scope.principal,
+                                 tool=tool, target=target, arguments=arguments, approver="human:bench")
+
+
 class Scope:
     """One ``{tenant, workspace}`` a bench writes to and searches, with its gRPC caller
     (``records`` counts what the bench loaded into it)."""
 
     def __init__(self, tenant: str, workspace: str, *, principal: str = BENCH_PRINCIPAL,
-                 purpose_ref: str = BENCH_PURPOSE) -> None:
-        from engram_api.common.v1 import common_pb2  # deferred: keep this module light to import
-
+                 purpose_ref: str = BENCH_PURPOSE, signer: HostSigner | None = None) -> None:
         self.tenant, self.workspace = tenant, workspace
         self.principal, self.purpose_ref = principal, purpose_ref
-        self.caller = common_pb2.Caller(scope=common_pb2.Scope(tenant=tenant, workspace=workspace),
-                                        principal=principal, purpose_ref=purpose_ref)
+        self.signer = signer
         self.records = 0
+
+    @property
+    def caller(self) -> Any:
+        """The Caller of one call: with a fresh host-signed context when the scope has a signer
+        (every agent-facing storage call needs one; the search service reads none)."""
+        return self.caller_with()
+
+    @property
+    def search_caller(self) -> Any:
+        """The Caller of a search (the search service verifies no host token: none is minted)."""
+        return self.caller_with(signed=False)
+
+    def caller_with(self, confirmation: str = "", *, signed: bool = True) -> Any:
+        from engram_api.common.v1 import common_pb2  # deferred: keep this module light to import
+
+        signed = signed and self.signer is not None
+        return common_pb2.Caller(
+            scope=common_pb2.Scope(tenant=self.tenant, workspace=self.workspace), principal=self.principal,
+            agent_id="agent:bench" if signed else "", session="bench" if signed else "",
+            audit_id="bench" if signed else "", purpose_ref=self.purpose_ref,
+            context_token=self.signer.context(self) if signed and self.signer is not None else "",
+            confirmation_token=confirmation)
 
     def enable(self, stack: Any) -> "Scope":
         """Enable memory for the scope on a spawned stack (the operator's ``engram admin enable``,
-        which also lets the dev host act for its tenant)."""
+        which also lets the dev host act for its tenant); calls then act as the dev host."""
         stack.admin("enable", "--tenant", self.tenant, "--workspace", self.workspace)
+        self.signer = HostSigner.of_stack(stack)
         return self
 
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import grpc  # noqa: E402
 
-from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE, Scope, capture_and_admit, report, rss_mib, versions  # noqa: E402
+from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE, HostSigner, Scope, capture_and_admit, report, rss_mib, versions  # noqa: E402
 from bench.search_bench import make_vocabulary  # noqa: E402
 from engram_api.admission.v1 import admission_pb2_grpc  # noqa: E402
 from engram_api.search.v1 import search_pb2, search_pb2_grpc  # noqa: E402
@@ -93,7 +93,7 @@ async def load(scope: Scope, corpus: Corpus, count: int, concurrency: int, stora
 
 def search_request(scope: Scope, query: str) -> search_pb2.SearchRequest:
     args = with_defaults("engram_memory_search", make_search_args(query, PURPOSE))
-    return search_pb2.SearchRequest(caller=scope.caller, arguments_json=canonicalize(args))
+    return search_pb2.SearchRequest(caller=scope.search_caller, arguments_json=canonicalize(args))
 
 
 async def direct_search(stub: Any, scope: Scope, query: str, timeout: float = 30.0) -> int:
@@ -170,7 +170,8 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     search = search_pb2_grpc.SearchServiceStub(search_chan)
     corpus = Corpus(opts.seed)
     tag = uuid.uuid4().hex[:6]
-    main_scope = Scope(DEV_TENANT, DEV_WORKSPACE, principal=PRINCIPAL, purpose_ref=PURPOSE)
+    main_scope = Scope(DEV_TENANT, DEV_WORKSPACE, principal=PRINCIPAL, purpose_ref=PURPOSE,
+                       signer=HostSigner.of_stack(stack))
     search_pid = stack.pids()["search"]
     rss_empty = rss_mib(search_pid)
     print(f"# search scale bench: {versions()}")

@@ -27,14 +27,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pymongo import monitoring  # noqa: E402
 
-from bench.common import percentiles, report, rss_mib, versions  # noqa: E402
-from engram_api.common.v1 import common_pb2  # noqa: E402
+from bench.common import HostSigner, percentiles, report, rss_mib, versions  # noqa: E402
+from bench.common import Scope as BenchScope  # noqa: E402
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc  # noqa: E402
 from engram_cli import datastores  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
-from engram_core.digests import digest, operation_digest  # noqa: E402
+from engram_core.digests import operation_digest  # noqa: E402
+from engram_core.hosts import upsert_host  # noqa: E402
 from engram_core.transport import Transport  # noqa: E402
 from engram_hostkit.examples import make_capture_args  # noqa: E402
+from engram_hostkit.keys import generate_host_keys  # noqa: E402
 from storage_service.server import create  # noqa: E402
 from storage_service.settings import StorageSettings  # noqa: E402
 from storage_service.store import Scope  # noqa: E402
@@ -75,16 +77,19 @@ async def timed(samples: list[float], coro: Any) -> Any:
 
 async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
+    # The bench is the host: storage verifies the context (and a forget's confirmation) it signs.
+    private, public = generate_host_keys()
+    signer = HostSigner("bench-host", private, "engram-bench")
+    scope = BenchScope(f"bench-{tag}", "default", principal="user:bench", purpose_ref=PURPOSE, signer=signer)
+    upsert_host(str(tmp / "hosts.json"), signer.host_id, public, [scope.tenant])
     settings = StorageSettings(grpc_host="127.0.0.1", grpc_port=0, mongo_url=mongo_url, mongo_db=f"bench_{tag}",
                                keyring=tmp / "keyring.json", dev_keyring=True, admin_token="bench-admin-token-000000",
-                               relay_enabled=False, grpc_plaintext=True)
+                               relay_enabled=False, grpc_plaintext=True, host_registry=str(tmp / "hosts.json"),
+                               audience=signer.audience)
     running, close, deps = await create(settings)
     chan = Transport.plaintext().channel(f"127.0.0.1:{running.port}", "storage")
     stub = storage_pb2_grpc.StorageServiceStub(chan)
-    scope = Scope(f"bench-{tag}", "default")
-    await deps.policies.enable(scope, [], [])
-    caller = common_pb2.Caller(scope=common_pb2.Scope(tenant=scope.tenant, workspace=scope.workspace),
-                               principal="user:bench", purpose_ref=PURPOSE)
+    await deps.policies.enable(Scope(scope.tenant, scope.workspace), [], [])
     sem = asyncio.Semaphore(concurrency)
     samples: dict[str, list[float]] = {k: [] for k in ("capture", "admission", "get", "journal_page", "forget")}
     walls: dict[str, float] = {}
@@ -99,7 +104,7 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
                                      purpose_ref=PURPOSE)
             start = time.perf_counter()
             reply = await stub.Capture(storage_pb2.CaptureRequest(
-                caller=caller, idempotency_key=args["idempotency_key"],
+                caller=scope.caller, idempotency_key=args["idempotency_key"],
                 operation_digest=operation_digest("engram_memory_capture", args),
                 payload_json=canonicalize(args["payload"]), evidence_json=canonicalize(args["evidence"])))
             by_index[i] = (time.perf_counter() - start) * 1000
@@ -109,7 +114,7 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
         async with sem:
             key = f"bench-{tag}-adm-{i:07d}"
             begin = storage_pb2.BeginAdmissionRequest(
-                caller=caller, candidate_id=candidates[i], idempotency_key=key,
+                caller=scope.caller, candidate_id=candidates[i], idempotency_key=key,
                 operation_digest=operation_digest("engram_memory_request_admission",
                                                   {"candidate_id": candidates[i], "idempotency_key": key}))
 
@@ -125,21 +130,22 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
     async def get(i: int) -> None:
         async with sem:
             await timed(samples["get"], stub.GetRecord(storage_pb2.GetRecordRequest(
-                caller=caller, record_id=record_ids[i % len(record_ids)])))
+                caller=scope.caller, record_id=record_ids[i % len(record_ids)])))
 
     async def journal_page(i: int) -> None:
         async with sem:
             await timed(samples["journal_page"], stub.ReadJournal(storage_pb2.ReadJournalRequest(
-                scope=caller.scope, after_cursor=str(i * 7 % max(1, records)), limit=1000)))
+                scope=scope.search_caller.scope, after_cursor=str(i * 7 % max(1, records)), limit=1000)))
 
     async def forget(i: int) -> None:
         async with sem:
             key = f"bench-{tag}-fgt-{i:07d}"
             args = {"record_id": record_ids[i], "idempotency_key": key, "reason_ref": "reason:bench"}
+            confirmation = signer.confirmation(scope, "engram_memory_forget", record_ids[i], args)
             await timed(samples["forget"], stub.Forget(storage_pb2.TransitionRequest(
-                caller=caller, idempotency_key=key, operation_digest=operation_digest("engram_memory_forget", args),
-                target=record_ids[i], reason_ref="reason:bench",
-                authorization_digest=digest("authorization", {"approver": "human:bench"}))))
+                caller=scope.caller_with(confirmation), idempotency_key=key,
+                operation_digest=operation_digest("engram_memory_forget", args), target=record_ids[i],
+                reason_ref="reason:bench")))
 
     commands: dict[str, Counter[str]] = {}
     try:

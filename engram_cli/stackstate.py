@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from gateway.hosts import upsert_host
+from engram_core.hosts import upsert_host
 from engram_cli.datastores import process_start_time
 from engram_hostkit.hostfile import HostFile
 from engram_core.transport import Transport

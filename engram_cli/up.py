@@ -45,7 +45,7 @@ from engram_core.pki import create_dev_pki
 from engram_core.transport import Transport
 from engram_hostkit.hostfile import HostFile
 from engram_hostkit.keys import generate_host_keys
-from gateway.hosts import upsert_host
+from engram_core.hosts import upsert_host
 
 START_TIMEOUT_SECONDS = 60.0
 POLL_SECONDS = 0.1

@@ -56,8 +56,9 @@ class Backends:
         return (self.storage, self.search, self.admission)
 
 
-def caller_message(ctx: Any) -> common_pb2.Caller:
-    """The Caller proto for a verified InvocationContext."""
+def caller_message(ctx: Any, confirmation_token: str = "") -> common_pb2.Caller:
+    """The Caller proto for a verified InvocationContext, with the host's tokens as received
+    (storage verifies them again before it acts)."""
     return common_pb2.Caller(
         scope=common_pb2.Scope(tenant=ctx.tenant, workspace=ctx.workspace),
         principal=ctx.principal,
@@ -65,4 +66,6 @@ def caller_message(ctx: Any) -> common_pb2.Caller:
         session=ctx.session,
         audit_id=ctx.audit_id,
         purpose_ref=ctx.purpose_ref,
+        context_token=ctx.token,
+        confirmation_token=confirmation_token,
     )

@@ -19,15 +19,15 @@ from engram_api.search.v1 import search_pb2
 from engram_api.storage.v1 import storage_pb2
 from engram_core import envelope
 from engram_core.canonical import canonicalize
-from engram_core.digests import capture_identity_digest, digest, operation_digest, scope_digest
+from engram_core.digests import capture_identity_digest, operation_digest, scope_digest
 from engram_core.errors import Code, EngramError, ProtocolRefusal
 from engram_core.ids import candidate_id_from_digest
 from engram_core.schemas.tools import TOOL_NAMES, TOOLS
 from engram_core.schemas.validate import validate_arguments, with_defaults
 from engram_core.timefmt import now_ms
 from gateway.backends import Backends, caller_message
-from gateway.confirmation import ConfirmationGrant, ConfirmationVerifier
-from gateway.context import ContextVerifier, InvocationContext
+from engram_core.confirmation import ConfirmationGrant, ConfirmationVerifier
+from engram_core.host_context import ContextVerifier, InvocationContext
 from gateway.reads import build_get_value
 
 CONTEXT_META_KEY = "io.engram/context"
@@ -159,16 +159,19 @@ class Dispatcher:
         validate_arguments(name, arguments, now_ms=now_ms())
         self._bind_purpose(name, arguments, ctx)
         grant: ConfirmationGrant | None = None
+        confirmation = ""
         if tool.confirmation_always or name in policy.confirmation_required:
+            token = _token(meta, CONFIRMATION_META_KEY)
+            confirmation = token or ""
             grant = await self._confirmations.verify(
-                _token(meta, CONFIRMATION_META_KEY),
+                token,
                 ctx=ctx,
                 tool=name,
                 target=self._target(name, arguments, ctx),
                 arguments=arguments,
             )
         timeout = self._timeout(ctx, grant)
-        caller = caller_message(ctx)
+        caller = caller_message(ctx, confirmation)
         if not tool.mutation:
             return await self._read(name, arguments, ctx, caller, policy, timeout)
         try:
@@ -255,10 +258,6 @@ class Dispatcher:
             operation_digest=op_digest,
             target=arguments["candidate_id" if name == "engram_memory_withdraw" else "record_id"],
             reason_ref=arguments["reason_ref"],
-            authorization_digest=digest(
-                "authorization",
-                {"tool": name, "approver": grant.approver, "approved_at": int(grant.approved_at * 1000)},
-            ),
         )
         method = b.storage.Withdraw if name == "engram_memory_withdraw" else b.storage.Forget
         reply = await b.call(method, transition, timeout)

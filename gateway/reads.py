@@ -11,7 +11,7 @@ from engram_core.digests import digest, scope_digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.redaction import redact, redaction_receipt
 from engram_core.timefmt import format_instant, now_ms
-from gateway.context import InvocationContext
+from engram_core.host_context import InvocationContext
 
 
 def build_get_value(

@@ -18,10 +18,10 @@ from engram_core import logs
 from engram_core.taskq import redis_prefix
 from engram_core.transport import Transport
 from gateway.backends import Backends
-from gateway.confirmation import ConfirmationVerifier
-from gateway.context import ContextVerifier, ReplayGuard
+from engram_core.confirmation import ConfirmationVerifier
+from engram_core.host_context import ContextVerifier, ReplayGuard
 from gateway.dispatch import Dispatcher
-from gateway.hosts import HostRegistry
+from engram_core.hosts import HostRegistry
 from gateway.mcp_app import build_http_app, build_server
 from gateway.settings import GatewaySettings
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engram_core.crypto import KeyProvider
+from storage_service.authority import HostAuthority
 from storage_service.commits import GroupCommitter
 from storage_service.ledger import Ledger
 from storage_service.policy import Policies
@@ -21,6 +22,8 @@ from storage_service.vault import Vault
 class Deps:
     store: Store
     keys: KeyProvider
+    # Verifies the host's own tokens forwarded with each agent-facing call.
+    authority: HostAuthority
     ledger_retention_days: float = 7.0
     on_commit: Callable[[], None] = field(default=lambda: None)
     # The admission service publishes a decision task itself; the relay publishes it again

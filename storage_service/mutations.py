@@ -45,9 +45,11 @@ class Mutations:
     def __init__(self, deps: Deps) -> None:
         self._d = deps
 
-    async def capture(self, key: GateKey, payload: dict[str, Any], evidence: dict[str, Any]) -> Outcome:
+    async def capture(self, key: GateKey, payload: dict[str, Any], evidence: dict[str, Any],
+                      policy: dict[str, Any] | None = None) -> Outcome:
+        """``policy``: the scope's, when the caller read it already (to authorize the call)."""
         d, scope = self._d, key.scope
-        policy = await d.policies.get(scope)
+        policy = policy if policy is not None else await d.policies.get(scope)
         candidate_id = candidate_id_from_digest(key.identity)
 
         async def body(txn: JournalTxn) -> Outcome:

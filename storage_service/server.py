@@ -13,7 +13,9 @@ from engram_core.crypto import FileKeyProvider, Keyring
 from engram_core.grpc_server import RunningServer, create_server, run_until_signal
 from engram_core.taskq import make_celery
 from engram_core.transport import Transport
+from engram_core.hosts import HostRegistry
 from storage_service.admin import AdminServicer
+from storage_service.authority import HostAuthority
 from storage_service.deps import Deps
 from storage_service.outbox import Relay
 from storage_service.service import StorageServicer
@@ -28,8 +30,10 @@ def load_keyring(settings: StorageSettings) -> Keyring:
     return Keyring.ensure_dev_file(path) if settings.dev_keyring else Keyring.load(path)
 
 
-async def create(settings: StorageSettings) -> tuple[RunningServer, Callable[[], Awaitable[None]], Deps]:
-    """Connect MongoDB, ensure indexes, start the relay and bind the gRPC server."""
+async def create(settings: StorageSettings, *, host_registry: HostRegistry | None = None
+                 ) -> tuple[RunningServer, Callable[[], Awaitable[None]], Deps]:
+    """Connect MongoDB, ensure indexes, start the relay and bind the gRPC server
+    (``host_registry``: one already loaded instead of ``settings.host_registry``)."""
     store = Store.connect(settings.mongo_url, settings.mongo_db)
     await store.ping()
     await store.ensure_indexes()
@@ -40,7 +44,9 @@ async def create(settings: StorageSettings) -> tuple[RunningServer, Callable[[],
             interval=settings.relay_interval_seconds, resend_after=settings.relay_resend_after_seconds,
             max_attempts=settings.relay_max_attempts, resend_max=settings.relay_resend_max_seconds,
         )
-    deps = Deps(store, FileKeyProvider(load_keyring(settings)), settings.ledger_retention_days,
+    registry = host_registry if host_registry is not None else HostRegistry.load(settings.host_registry)
+    authority = HostAuthority(registry, settings.audience, store)
+    deps = Deps(store, FileKeyProvider(load_keyring(settings)), authority, settings.ledger_retention_days,
                 on_commit=relay.wake if relay else (lambda: None),
                 decision_backstop_seconds=settings.relay_resend_after_seconds)
     storage = StorageServicer(deps)

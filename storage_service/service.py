@@ -17,7 +17,9 @@ from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import rpc_boundary
 from engram_core.timefmt import format_instant, now_ms
 from storage_service import outbox
+from engram_core.ids import candidate_id_from_digest
 from storage_service.admission import Admissions
+from storage_service.authority import CAPTURE, FORGET, GET, REQUEST_ADMISSION, WITHDRAW, transition_digest
 from storage_service.deps import Deps
 from storage_service.ledger import GateKey
 from storage_service.mutations import Mutations
@@ -68,24 +70,41 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     @rpc_boundary
     async def Capture(self, request: storage_pb2.CaptureRequest, context: grpc.aio.ServicerContext) -> storage_pb2.MutationResponse:
         key = gate_key(request.caller, request.idempotency_key, request.operation_digest)
-        done = await self._mutations.capture(key, _json(request.payload_json), _json(request.evidence_json))
+        policy = await self._d.policies.get(key.scope)
+        await self._d.authority.check(request.caller, CAPTURE, policy, target=candidate_id_from_digest(key.identity),
+                                      operation_digest=request.operation_digest)
+        done = await self._mutations.capture(key, _json(request.payload_json), _json(request.evidence_json), policy)
         return storage_pb2.MutationResponse(value_json=canonicalize(done.value), replayed=done.replayed)
+
+    async def _transition_authority(self, request: storage_pb2.TransitionRequest, tool: str) -> tuple[GateKey, str]:
+        """The gate key and the authorization digest of a withdraw or forget the host's
+        confirmation approves exactly (the request's operation digest recomputed from it)."""
+        key = gate_key(request.caller, request.idempotency_key, request.operation_digest)
+        expected = transition_digest(tool, request.target, request.idempotency_key, request.reason_ref)
+        if request.operation_digest != expected:
+            raise EngramError(Code.INVALID_DIGEST)
+        policy = await self._d.policies.get(key.scope)
+        authorized = await self._d.authority.check(request.caller, tool, policy, target=request.target,
+                                                   operation_digest=expected)
+        return key, authorized.authorization_digest(tool)
 
     @rpc_boundary
     async def Withdraw(self, request: storage_pb2.TransitionRequest, context: grpc.aio.ServicerContext) -> storage_pb2.MutationResponse:
-        key = gate_key(request.caller, request.idempotency_key, request.operation_digest)
-        done = await self._mutations.withdraw(key, request.target, request.reason_ref, request.authorization_digest)
+        key, authorization = await self._transition_authority(request, WITHDRAW)
+        done = await self._mutations.withdraw(key, request.target, request.reason_ref, authorization)
         return storage_pb2.MutationResponse(value_json=canonicalize(done.value), replayed=done.replayed)
 
     @rpc_boundary
     async def Forget(self, request: storage_pb2.TransitionRequest, context: grpc.aio.ServicerContext) -> storage_pb2.MutationResponse:
-        key = gate_key(request.caller, request.idempotency_key, request.operation_digest)
-        done = await self._mutations.forget(key, request.target, request.reason_ref, request.authorization_digest)
+        key, authorization = await self._transition_authority(request, FORGET)
+        done = await self._mutations.forget(key, request.target, request.reason_ref, authorization)
         return storage_pb2.MutationResponse(value_json=canonicalize(done.value), replayed=done.replayed)
 
     @rpc_boundary
     async def GetRecord(self, request: storage_pb2.GetRecordRequest, context: grpc.aio.ServicerContext) -> storage_pb2.GetRecordResponse:
-        read = await self._reads.get(scope_of(request.caller.scope), request.record_id)
+        scope = scope_of(request.caller.scope)
+        await self._d.authority.check(request.caller, GET, await self._d.policies.get(scope))
+        read = await self._reads.get(scope, request.record_id)
         return storage_pb2.GetRecordResponse(
             record_json=canonicalize(read.record),
             record_digest=read.record["record_digest"],
@@ -105,6 +124,8 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     @rpc_boundary
     async def BeginAdmission(self, request: storage_pb2.BeginAdmissionRequest, context: grpc.aio.ServicerContext) -> storage_pb2.BeginAdmissionResponse:
         key = gate_key(request.caller, request.idempotency_key, request.operation_digest)
+        await self._d.authority.check(request.caller, REQUEST_ADMISSION, await self._d.policies.get(key.scope),
+                                      target=request.candidate_id, operation_digest=request.operation_digest)
         begun = await self._admissions.begin(key, request.candidate_id)
         return storage_pb2.BeginAdmissionResponse(outcome_json=begun.outcome_json, request_id=begun.request_id)
 

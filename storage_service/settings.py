@@ -1,7 +1,8 @@
 """Settings of the storage process (``engram storage``), read from ``ENGRAM_*`` variables.
 
 Built once in :func:`storage_service.server.main` and passed down. Missing required values
-(``ENGRAM_MONGO_URL``, ``ENGRAM_KEYRING``, ``ENGRAM_ADMIN_TOKEN``) stop start-up.
+(``ENGRAM_MONGO_URL``, ``ENGRAM_KEYRING``, ``ENGRAM_ADMIN_TOKEN``, ``ENGRAM_HOST_REGISTRY``,
+``ENGRAM_AUDIENCE``) stop start-up.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ class StorageSettings(TaskQueueSettings):
     dev_keyring: bool = False
     # Operator credential of the AdminService ("authorization: Bearer <token>").
     admin_token: SecretStr = Field(..., min_length=16)
+    # The trusted-host registry (the gateway's file, reloaded on change) and the audience: storage
+    # verifies the host's context and confirmation itself before it acts (storage_service.authority).
+    host_registry: str = Field(..., min_length=1)
+    audience: str = Field(..., min_length=1)
     ledger_retention_days: float = Field(7.0, ge=7.0)
     relay_interval_seconds: float = Field(0.2, gt=0)
     # A sent outbox row whose effect is not recorded is published again after this many

@@ -76,6 +76,8 @@ class Store:
         self.ledger = self.db.ledger
         self.outbox = self.db.outbox
         self.forgotten = self.db.forgotten
+        # Digests of confirmation jtis storage has spent (storage_service.authority).
+        self.confirmations = self.db.confirmations
 
     @classmethod
     def connect(cls, url: str, db_name: str) -> "Store":
@@ -91,6 +93,7 @@ class Store:
         await self.candidates.create_index([("admission_request_id", ASCENDING)], sparse=True)
         await self.records.create_index([("scope", ASCENDING), ("payload_digest", ASCENDING), ("state", ASCENDING)])
         await self.ledger.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
+        await self.confirmations.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
         # Owed rows only (outbox.NOT_DUE): finished rows lose next_attempt_at, the index skips them.
         await self.outbox.create_index([("next_attempt_at", ASCENDING)], sparse=True, name="owed_by_due_time")
         await self.outbox.create_index([("object_id", ASCENDING)])

@@ -18,7 +18,7 @@ from admission_worker.settings import AdmissionSettings, WorkerSettings
 from engram_core.crypto import Keyring
 from engram_core.pki import server_name
 from engram_core.transport import Transport
-from gateway.hosts import parse_registry
+from engram_core.hosts import parse_registry
 from gateway.settings import GatewaySettings
 from search_service.settings import SearchSettings
 from storage_service.settings import StorageSettings
@@ -49,7 +49,8 @@ SECRET_ENV: dict[str, dict[str, tuple[str, str]]] = {
 # Settings that name a file, per process: the file is a key of a Secret mounted as a volume.
 SECRET_FILES: dict[str, dict[str, tuple[str, str]]] = {
     "gateway": {"ENGRAM_HOST_REGISTRY": ("engram-host-registry", "host-registry.json")},
-    "storage": {"ENGRAM_KEYRING": ("engram-keyring", "keyring.json")},
+    "storage": {"ENGRAM_KEYRING": ("engram-keyring", "keyring.json"),
+                "ENGRAM_HOST_REGISTRY": ("engram-host-registry", "host-registry.json")},
 }
 # Each component's service identity on the internal gRPC plane: a whole Secret (ca.crt,
 # tls.crt, tls.key) mounted as the directory ENGRAM_TLS_DIR names.

@@ -17,9 +17,9 @@ import redis.asyncio as aioredis
 from engram_core.schemas.tools import TOOL_NAMES
 from engram_hostkit.keys import generate_host_keys
 from engram_hostkit.tokens import mint_confirmation, mint_context
-from gateway.confirmation import ConfirmationVerifier
-from gateway.context import ContextVerifier, InvocationContext, ReplayGuard
-from gateway.hosts import HostRegistry
+from engram_core.confirmation import ConfirmationVerifier
+from engram_core.host_context import ContextVerifier, InvocationContext, ReplayGuard
+from engram_core.hosts import HostRegistry
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 AUDIENCE = "engram-test-gateway"

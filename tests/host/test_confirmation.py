@@ -1,4 +1,4 @@
-"""gateway.confirmation: the confirmation rules of SPEC §2, on both sides of each limit."""
+"""engram_core.confirmation: the confirmation rules of SPEC §2, on both sides of each limit."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from engram_core.digests import operation_digest
 from engram_core.errors import JSONRPC_INTERNAL_ERROR, Code, EngramError, ProtocolRefusal
 from engram_core.jws import b64url_decode, b64url_encode
 from engram_hostkit.tokens import CONTEXT_TYP
-from gateway.confirmation import ConfirmationVerifier
-from gateway.context import InvocationContext, ReplayGuard
+from engram_core.confirmation import ConfirmationVerifier
+from engram_core.host_context import InvocationContext, ReplayGuard
 
 from .conftest import AUDIENCE, FORGET_ARGS, FORGET_TARGET, HOST_ID, NOW, Harness, new_host
 

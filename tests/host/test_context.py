@@ -1,4 +1,4 @@
-"""gateway.context: every invocation-context rule of SPEC §2, on both sides of each limit."""
+"""engram_core.host_context: every invocation-context rule of SPEC §2, on both sides of each limit."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from engram_core.errors import JSONRPC_INTERNAL_ERROR, ProtocolRefusal
 from engram_core.jws import b64url_decode, b64url_encode, private_key_from_b64url
 from engram_core.schemas.tools import TOOL_NAMES
 from engram_hostkit.tokens import CONFIRMATION_TYP
-from gateway.context import ContextVerifier, ReplayGuard, parse_instant_ms
-from gateway.hosts import upsert_host
+from engram_core.host_context import ContextVerifier, ReplayGuard, parse_instant_ms
+from engram_core.hosts import upsert_host
 
 from .conftest import AUDIENCE, HOST_ID, NOW, TENANT, Harness, new_host
 

@@ -21,7 +21,7 @@ from engram_hostkit.tokens import (
     mint_confirmation,
     mint_context,
 )
-from gateway.context import parse_instant_ms
+from engram_core.host_context import parse_instant_ms
 
 from .conftest import FORGET_ARGS, NOW
 

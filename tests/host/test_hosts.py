@@ -1,4 +1,4 @@
-"""gateway.hosts: registry file validation, lookup, throttled hot reload."""
+"""engram_core.hosts: registry file validation, lookup, throttled hot reload."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engram_core.jws import b64url_encode
-from gateway.hosts import HostRegistry, HostRegistryError, upsert_host
+from engram_core.hosts import HostRegistry, HostRegistryError, upsert_host
 
 from .conftest import Clock, new_host, write_registry
 
@@ -132,7 +132,7 @@ def test_bad_reload_keeps_previous_registry_and_warns_without_key(tmp_path: Path
     registry = HostRegistry.load(str(path), clock=clock)
     _write(path, _doc(host_id="z", public_key=a.public_key + "AAAA"))
     clock.advance(1.0)
-    with caplog.at_level(logging.WARNING, logger="engram.gateway.hosts"):
+    with caplog.at_level(logging.WARNING, logger="engram.hosts"):
         assert registry.maybe_reload() is False
     assert registry.get("a") is not None and registry.get("z") is None
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -140,7 +140,7 @@ def test_bad_reload_keeps_previous_registry_and_warns_without_key(tmp_path: Path
     assert a.public_key not in warnings[0].getMessage()
     caplog.clear()
     clock.advance(1.0)
-    with caplog.at_level(logging.WARNING, logger="engram.gateway.hosts"):
+    with caplog.at_level(logging.WARNING, logger="engram.hosts"):
         assert registry.maybe_reload() is False  # same bad file: no second warning
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
     b = new_host("b", ["t2"])

@@ -18,7 +18,7 @@ from engram_core.taskq import redis_prefix
 from storage_service.deps import Deps
 from storage_service.server import create
 from storage_service.settings import StorageSettings
-from tests.storage.helpers import ADMIN_TOKEN, Storage
+from tests.storage.helpers import ADMIN_TOKEN, AUDIENCE, HOST_REGISTRY, Storage, host_registry
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
@@ -32,9 +32,9 @@ async def storage(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempP
         dev_keyring=True, admin_token=ADMIN_TOKEN, relay_interval_seconds=0.05,
         # The storage logic tests call every method from one client; the access check has its
         # own tests with mutual TLS (tests/storage/test_internal_plane.py).
-        grpc_plaintext=True,
+        grpc_plaintext=True, host_registry=str(HOST_REGISTRY), audience=AUDIENCE,
     )
-    running, close, deps = await create(settings)
+    running, close, deps = await create(settings, host_registry=host_registry())
     chan = Transport.plaintext().channel(f"127.0.0.1:{running.port}", "storage")
     yield Storage(storage_pb2_grpc.StorageServiceStub(chan), admin_pb2_grpc.AdminServiceStub(chan), deps,
                   f"127.0.0.1:{running.port}", settings)

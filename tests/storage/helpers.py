@@ -1,13 +1,17 @@
-"""Builders for the storage tests: callers, gate keys and the RPCs as the gateway sends them."""
+"""Builders for the storage tests: callers, gate keys and the RPCs as the gateway sends them —
+each Caller with a context signed by the test host (and, for withdraw and forget, a fresh
+confirmation), as storage verifies them itself."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -17,17 +21,42 @@ from engram_api.admin.v1 import admin_pb2, admin_pb2_grpc
 from engram_api.common.v1 import common_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.canonical import canonicalize
-from engram_core.digests import digest, operation_digest
+from engram_core.digests import operation_digest
 from engram_core.errors import EngramError
 from engram_core.grpc_errors import error_from_rpc
+from engram_core.hosts import HostRegistry, upsert_host
+from engram_core.schemas.tools import TOOL_NAMES
 from engram_core.transport import Transport
 from engram_hostkit.examples import make_capture_args
+from engram_hostkit.keys import generate_host_keys
+from engram_hostkit.tokens import mint_confirmation, mint_context
 from storage_service.deps import Deps
 from storage_service.settings import StorageSettings
 from storage_service.store import Scope
 
 ADMIN_TOKEN = "test-operator-token-0123456789"
 PURPOSE = "purpose:test"
+# The host every storage test acts for: its registry file lists each tenant a Who uses.
+HOST_ID = "storage-test-host"
+AUDIENCE = "storage-test"
+HOST_PRIVATE, HOST_PUBLIC = generate_host_keys()
+HOST_REGISTRY = Path(tempfile.mkdtemp(prefix="engram-test-hosts-")) / "hosts.json"
+_ALLOWED: set[str] = set()
+
+
+def allow_tenant(tenant: str) -> None:
+    """Let the test host act for ``tenant`` (storage reloads the registry file on change)."""
+    if tenant not in _ALLOWED:
+        _ALLOWED.add(tenant)
+        upsert_host(str(HOST_REGISTRY), HOST_ID, HOST_PUBLIC, sorted(_ALLOWED))
+
+
+allow_tenant("t-bootstrap")
+
+
+def host_registry() -> HostRegistry:
+    """The registry a test storage service reads, re-read on every call that finds it changed."""
+    return HostRegistry.load(str(HOST_REGISTRY), reload_interval=0.0)
 
 
 @dataclass
@@ -47,14 +76,32 @@ class Who:
     workspace: str = "default"
     principal: str = "user:ada"
 
+    def __post_init__(self) -> None:
+        allow_tenant(self.tenant)
+
     @property
     def scope(self) -> common_pb2.Scope:
         return common_pb2.Scope(tenant=self.tenant, workspace=self.workspace)
 
     @property
     def caller(self) -> common_pb2.Caller:
-        return common_pb2.Caller(scope=self.scope, principal=self.principal, agent_id="agent:t", session="s",
-                                 audit_id="audit-1", purpose_ref=PURPOSE)
+        """The caller of one call: a fresh host-signed context (every tool granted)."""
+        return self.caller_with()
+
+    def caller_with(self, confirmation: str = "", **context: Any) -> common_pb2.Caller:
+        claims = {"agent_id": "agent:t", "session": "s", "audit_id": "audit-1", "purpose_ref": PURPOSE,
+                  "tools": TOOL_NAMES, **context}
+        token = mint_context(HOST_PRIVATE, host_id=HOST_ID, audience=AUDIENCE, tenant=self.tenant,
+                             workspace=self.workspace, principal=self.principal, **claims)
+        return common_pb2.Caller(scope=self.scope, principal=self.principal, agent_id=claims["agent_id"],
+                                 session=claims["session"], audit_id=claims["audit_id"],
+                                 purpose_ref=claims["purpose_ref"], context_token=token,
+                                 confirmation_token=confirmation)
+
+    def confirmation(self, tool: str, target: str, arguments: dict[str, Any]) -> str:
+        return mint_confirmation(HOST_PRIVATE, host_id=HOST_ID, audience=AUDIENCE, tenant=self.tenant,
+                                 workspace=self.workspace, principal=self.principal, tool=tool, target=target,
+                                 arguments=arguments, approver="human:test")
 
     def other_principal(self, principal: str) -> "Who":
         return Who(self.tenant, self.workspace, principal)
@@ -100,12 +147,14 @@ async def capture(storage: Storage, who: Who, text: str = "A decision worth keep
 
 def transition_request(who: Who, tool: str, target: str, idem: str | None = None,
                        reason: str = "reason:test") -> storage_pb2.TransitionRequest:
+    """A withdraw or forget as the gateway forwards it, with a fresh host confirmation (single
+    use: a retry needs a new request, as an agent's retry needs a new confirmation)."""
     field_name = "candidate_id" if tool == "engram_memory_withdraw" else "record_id"
     idem = idem or key("tr")
     args = {field_name: target, "idempotency_key": idem, "reason_ref": reason}
     return storage_pb2.TransitionRequest(
-        caller=who.caller, idempotency_key=idem, operation_digest=operation_digest(tool, args), target=target,
-        reason_ref=reason, authorization_digest=digest("authorization", {"approver": "human:test"}),
+        caller=who.caller_with(who.confirmation(tool, target, args)), idempotency_key=idem,
+        operation_digest=operation_digest(tool, args), target=target, reason_ref=reason,
     )
 
 

@@ -32,7 +32,8 @@ from storage_service.outbox import Relay
 from storage_service.server import create
 from storage_service.settings import StorageSettings
 from storage_service.store import Scope
-from tests.storage.helpers import ADMIN_TOKEN, Storage, Who, begin_request, capture, enable, transition_request
+from tests.storage.helpers import (ADMIN_TOKEN, AUDIENCE, HOST_REGISTRY, Storage, Who, begin_request, capture, enable,
+                                   host_registry, transition_request)
 
 SMALL, LARGE = 12, 120
 QUERY_COMMANDS = {"find", "update", "findAndModify", "delete", "count", "aggregate"}
@@ -142,11 +143,12 @@ async def counted(counted_mongo: tuple[str, Any], redis_url: str,
         grpc_host="127.0.0.1", grpc_port=0, mongo_url=url, mongo_db=f"ap_{tag}", redis_url=redis_url,
         deployment=f"ap-{tag}", keyring=tmp_path_factory.mktemp("ap") / "keyring.json", dev_keyring=True,
         admin_token=ADMIN_TOKEN, relay_enabled=False, grpc_plaintext=True,
+        host_registry=str(HOST_REGISTRY), audience=AUDIENCE,
     )
     if counter is None:
         counter = ExplainCounter(url, settings.mongo_db)
         monitoring.register(counter)
-    running, close, deps = await create(settings)
+    running, close, deps = await create(settings, host_registry=host_registry())
     chan = Transport.plaintext().channel(f"127.0.0.1:{running.port}", "storage")
     from engram_api.admin.v1 import admin_pb2_grpc
 

@@ -12,7 +12,7 @@ from storage_service import journal
 from storage_service.commits import JournalTxn
 from storage_service.server import create
 from storage_service.store import Scope
-from tests.storage.helpers import Storage, Who, capture, enable, rpc_code, transition_request
+from tests.storage.helpers import Storage, Who, capture, enable, host_registry, rpc_code, transition_request
 
 CONCURRENT = 24
 
@@ -128,7 +128,8 @@ async def test_a_body_that_raises_is_isolated_in_its_group(storage: Storage) -> 
 async def test_two_storage_processes_write_one_scope_densely(storage: Storage) -> None:
     """A second storage replica on the same database: groups race on the scope head, the
     loser's transaction re-runs, the journal stays dense and chained."""
-    second, close, _deps = await create(storage.settings.model_copy(update={"relay_enabled": False}))
+    second, close, _deps = await create(storage.settings.model_copy(update={"relay_enabled": False}),
+                                        host_registry=host_registry())
     chan = Transport.plaintext().channel(f"127.0.0.1:{second.port}", "storage")
     try:
         other = Storage(storage_pb2_grpc.StorageServiceStub(chan), storage.admin, _deps,

@@ -89,7 +89,10 @@ async def test_withdraw_pending_then_terminal(storage: Storage) -> None:
     done = json.loads((await storage.stub.Withdraw(request)).value_json)
     assert done["receipt"]["from_state"] == "pending" and done["receipt"]["to_state"] == "withdrawn"
     assert done["replayed"] is False and done["key_destruction"] in ("pending", "complete")
-    replay = json.loads((await storage.stub.Withdraw(request)).value_json)
+    # The same request again carries a spent confirmation; an agent's retry brings a new one.
+    assert await rpc_code(storage.stub.Withdraw(request)) == "gate_failed"
+    retry = transition_request(who, WITHDRAW, candidate_id, idem=request.idempotency_key)
+    replay = json.loads((await storage.stub.Withdraw(retry)).value_json)
     assert replay["replayed"] is True and replay["receipt"] == done["receipt"]
     assert await rpc_code(storage.stub.Withdraw(transition_request(who, WITHDRAW, candidate_id))) == "ALREADY_TERMINAL"
     assert await rpc_code(storage.stub.BeginAdmission(begin_request(who, candidate_id))) == "ALREADY_TERMINAL"
@@ -143,7 +146,8 @@ async def test_erasure_destroys_the_key_and_reports_coverage(storage: Storage) -
     coverage = await storage.stub.RecordCoverage(storage_pb2.RecordCoverageRequest(
         outbox_id=invalidate["_id"], surfaces=["page_cache", "lexical_index"],
         replicas=["search-b:50052", "search-a:50052", "search-b:50052"]))
-    replay = json.loads((await storage.stub.Forget(request)).value_json)
+    retry = transition_request(who, FORGET, record_id, idem=request.idempotency_key)
+    replay = json.loads((await storage.stub.Forget(retry)).value_json)
     assert replay["replayed"] is True and replay["projection_invalidation"] == "complete"
     assert replay["coverage_receipt_digest"] == coverage.coverage_receipt_digest
     row = await store.outbox.find_one({"_id": invalidate["_id"]})

@@ -82,20 +82,24 @@ class Scope(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., workspace: _Optional[str] = ...) -> None: ...
 
 class Caller(_message.Message):
-    __slots__ = ("scope", "principal", "agent_id", "session", "audit_id", "purpose_ref")
+    __slots__ = ("scope", "principal", "agent_id", "session", "audit_id", "purpose_ref", "context_token", "confirmation_token")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
     AUDIT_ID_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_REF_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMATION_TOKEN_FIELD_NUMBER: _ClassVar[int]
     scope: Scope
     principal: str
     agent_id: str
     session: str
     audit_id: str
     purpose_ref: str
-    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., principal: _Optional[str] = ..., agent_id: _Optional[str] = ..., session: _Optional[str] = ..., audit_id: _Optional[str] = ..., purpose_ref: _Optional[str] = ...) -> None: ...
+    context_token: str
+    confirmation_token: str
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., principal: _Optional[str] = ..., agent_id: _Optional[str] = ..., session: _Optional[str] = ..., audit_id: _Optional[str] = ..., purpose_ref: _Optional[str] = ..., context_token: _Optional[str] = ..., confirmation_token: _Optional[str] = ...) -> None: ...
 
 class Cursor(_message.Message):
     __slots__ = ("value",)

@@ -22,20 +22,18 @@ class CaptureRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., operation_digest: _Optional[str] = ..., payload_json: _Optional[bytes] = ..., evidence_json: _Optional[bytes] = ...) -> None: ...
 
 class TransitionRequest(_message.Message):
-    __slots__ = ("caller", "idempotency_key", "operation_digest", "target", "reason_ref", "authorization_digest")
+    __slots__ = ("caller", "idempotency_key", "operation_digest", "target", "reason_ref")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     OPERATION_DIGEST_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     REASON_REF_FIELD_NUMBER: _ClassVar[int]
-    AUTHORIZATION_DIGEST_FIELD_NUMBER: _ClassVar[int]
     caller: _common_pb2.Caller
     idempotency_key: str
     operation_digest: str
     target: str
     reason_ref: str
-    authorization_digest: str
-    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., operation_digest: _Optional[str] = ..., target: _Optional[str] = ..., reason_ref: _Optional[str] = ..., authorization_digest: _Optional[str] = ...) -> None: ...
+    def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., operation_digest: _Optional[str] = ..., target: _Optional[str] = ..., reason_ref: _Optional[str] = ...) -> None: ...
 
 class MutationResponse(_message.Message):
     __slots__ = ("value_json", "replayed")

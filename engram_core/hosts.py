@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from engram_core.jws import public_key_from_b64url
 
-log = logging.getLogger("engram.gateway.hosts")
+log = logging.getLogger("engram.hosts")
 
 MAX_ID_BYTES = 512
 RELOAD_INTERVAL_SECONDS = 1.0

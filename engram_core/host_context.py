@@ -3,7 +3,10 @@
 Every ``tools/list`` and ``tools/call`` carries a compact JWS signed by a registered host in
 ``params._meta["io.engram/context"]`` and/or the ``Engram-Context`` HTTP header. Anything
 wrong with it is the one protocol refusal ``-32603 Trusted invocation context unavailable``;
-the reason is logged server-side (a fixed word, never token content).
+the reason is logged server-side (a fixed word, never token content). The gateway verifies it
+first (with the replay guard); storage verifies the same token again, forwarded in the
+``Caller``, before it acts (``storage_service/authority.py``: no replay guard there, a grace
+for the call in flight).
 
 Check order: the token's signature and every claim are checked before the replay guard is
 consulted, so a forged or invalid token can never burn a legitimate jti.
@@ -19,8 +22,8 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Protocol
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -29,9 +32,9 @@ from engram_core.errors import ProtocolRefusal
 from engram_core.jws import JWSError, verify_compact
 from engram_core.schemas.tools import TOOL_NAMES as ALL_TOOL_NAMES
 from engram_core.timefmt import parse_instant
-from gateway.hosts import HostRegistry
+from engram_core.hosts import HostRegistry
 
-log = logging.getLogger("engram.gateway.context")
+log = logging.getLogger("engram.context")
 
 CONTEXT_TYP = "engram-context+jwt"
 CLOCK_SKEW_SECONDS = 5.0
@@ -99,6 +102,18 @@ class ReplayGuardUnavailable(Exception):
     """The replay store could not be asked; the token cannot be verified."""
 
 
+def jti_key(namespace: str, host_id: str, jti: str) -> str:
+    """``namespace:hex(SHA-256(host_id NUL jti))``: what a replay store keeps of a used jti."""
+    return namespace + ":" + hashlib.sha256(host_id.encode("utf-8") + b"\0" + jti.encode("utf-8")).hexdigest()
+
+
+class JtiGuard(Protocol):
+    """Single-use jtis: :meth:`claim` records one, False if it was used already; raises
+    :class:`ReplayGuardUnavailable` when the store cannot answer."""
+
+    async def claim(self, namespace: str, jti: str, ttl_seconds: int, *, host_id: str) -> bool: ...
+
+
 class ReplayGuard:
     """Single-use jtis in Redis: ``SET NX EX`` on ``prefix + namespace + ":" + hex(SHA-256(
     host_id + NUL + jti))``. Only the digest is stored, never the jti or the token.
@@ -114,8 +129,7 @@ class ReplayGuard:
         self._timeout = timeout_seconds
 
     def key(self, namespace: str, host_id: str, jti: str) -> str:
-        digest = hashlib.sha256(host_id.encode("utf-8") + b"\0" + jti.encode("utf-8")).hexdigest()
-        return f"{self._prefix}{namespace}:{digest}"
+        return self._prefix + jti_key(namespace, host_id, jti)
 
     async def claim(self, namespace: str, jti: str, ttl_seconds: int, *, host_id: str) -> bool:
         """Record ``jti`` as used for ``ttl_seconds``; False if it was already used."""
@@ -144,6 +158,8 @@ class InvocationContext:
     jti: str
     iat: float
     exp: float
+    # The compact JWS itself, forwarded to storage in the Caller (never logged: not in repr).
+    token: str = field(default="", repr=False)
 
 
 def _check_tools(value: Any) -> frozenset[str]:
@@ -171,19 +187,24 @@ class ContextVerifier:
     is unreachable the jti cannot be checked and the token is refused (fail closed, logged):
     ``tools/list`` has no envelope to carry ``STORE_UNAVAILABLE``, and one rule for both
     methods keeps hosts' handling simple.
+
+    ``replay=None`` (storage's second check) skips the jti guard; ``expiry_grace_seconds``
+    accepts a token that expired that long ago (the call was verified before, in flight since).
     """
 
     def __init__(
         self,
         registry: HostRegistry,
         audience: str,
-        replay: ReplayGuard,
+        replay: JtiGuard | None,
         clock: Callable[[], float] = time.time,
+        expiry_grace_seconds: float = 0.0,
     ) -> None:
         self._registry = registry
         self._audience = audience
         self._replay = replay
         self._clock = clock
+        self._grace = expiry_grace_seconds
 
     async def verify(self, meta_token: str | None, header_token: str | None) -> InvocationContext:
         """Verify the context from ``_meta`` and/or the HTTP header (``None`` when absent)."""
@@ -198,9 +219,11 @@ class ContextVerifier:
         except JWSError as exc:
             self._refuse(exc.reason)
         try:
-            ctx = self._check_claims(header, claims)
+            ctx = self._check_claims(header, claims, token)
         except ClaimError as exc:
             self._refuse(exc.reason)
+        if self._replay is None:
+            return ctx
         try:
             fresh = await self._replay.claim("ctx", ctx.jti, replay_ttl(ctx.exp, self._clock()), host_id=ctx.host_id)
         except ReplayGuardUnavailable:
@@ -210,7 +233,7 @@ class ContextVerifier:
             self._refuse("replayed")
         return ctx
 
-    def _check_claims(self, header: dict[str, Any], claims: dict[str, Any]) -> InvocationContext:
+    def _check_claims(self, header: dict[str, Any], claims: dict[str, Any], token: str) -> InvocationContext:
         if set(claims) != CONTEXT_CLAIMS:
             raise ClaimError("claim_set")
         host_id = header["kid"]
@@ -232,7 +255,7 @@ class ContextVerifier:
         now = self._clock()
         if now < iat - CLOCK_SKEW_SECONDS:
             raise ClaimError("not_yet_valid")
-        if now >= exp:
+        if now >= exp + self._grace:
             raise ClaimError("expired")
         entry = self._registry.get(host_id)
         if entry is None:
@@ -246,6 +269,7 @@ class ContextVerifier:
             jti=jti,
             iat=iat,
             exp=exp,
+            token=token,
             **texts,
         )
 

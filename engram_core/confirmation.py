@@ -4,6 +4,10 @@ withdraw and forget always need one (capture and request_admission when the scop
 It arrives in ``params._meta["io.engram/confirmation"]``. No confirmation at all is the
 protocol refusal -32603; one that is present but not valid for this call is the envelope error
 ``gate_failed``. As with the context, every check runs before the jti is claimed.
+
+The gateway verifies it (jti spent in Redis) and forwards it in the ``Caller``; storage
+verifies it again against the request it is asked to execute (jti spent once more, in MongoDB,
+so a replay to storage fails even though the gateway's guard never saw it).
 """
 
 from __future__ import annotations
@@ -19,21 +23,21 @@ from typing import Any, NoReturn
 from engram_core.digests import operation_digest
 from engram_core.errors import Code, EngramError, ProtocolRefusal
 from engram_core.jws import JWSError, verify_compact
-from gateway.context import (
+from engram_core.host_context import (
     CLOCK_SKEW_SECONDS,
     MAX_LIFETIME_SECONDS,
     ClaimError,
     InvocationContext,
-    ReplayGuard,
+    JtiGuard,
     ReplayGuardUnavailable,
     check_jti,
     check_number,
     check_text,
     replay_ttl,
 )
-from gateway.hosts import HostRegistry
+from engram_core.hosts import HostRegistry
 
-log = logging.getLogger("engram.gateway.confirmation")
+log = logging.getLogger("engram.confirmation")
 
 CONFIRMATION_TYP = "engram-confirmation+jwt"
 EXECUTION_WINDOW_SECONDS = 30.0
@@ -81,19 +85,24 @@ class ConfirmationVerifier:
     30 s from now); the approver follows the opaque-ref rule (non-empty NFC, ≤ 512 bytes).
     If Redis cannot be asked, the call fails ``STORE_UNAVAILABLE`` (retriable) rather than
     ``gate_failed``: the confirmation was not spent and may be retried within its window.
+
+    ``grace_seconds`` stretches ``exp`` and the execution window by that much (storage's second
+    check of a call the gateway verified, in flight since).
     """
 
     def __init__(
         self,
         registry: HostRegistry,
         audience: str,
-        replay: ReplayGuard,
+        replay: JtiGuard,
         clock: Callable[[], float] = time.time,
+        grace_seconds: float = 0.0,
     ) -> None:
         self._registry = registry
         self._audience = audience
         self._replay = replay
         self._clock = clock
+        self._grace = grace_seconds
 
     async def verify(
         self,
@@ -102,9 +111,11 @@ class ConfirmationVerifier:
         ctx: InvocationContext,
         tool: str,
         target: str,
-        arguments: dict[str, Any],
+        arguments: dict[str, Any] | None = None,
+        expected_digest: str | None = None,
     ) -> ConfirmationGrant:
-        """Verify and spend the confirmation for ``tool`` on ``target`` with ``arguments``."""
+        """Verify and spend the confirmation for ``tool`` on ``target`` with ``arguments`` (or,
+        where only the operation digest of the arguments is known, ``expected_digest``)."""
         if token is None:
             log.info("confirmation refused: missing")
             raise ProtocolRefusal.untrusted()
@@ -113,7 +124,7 @@ class ConfirmationVerifier:
         except JWSError as exc:
             self._fail(exc.reason)
         try:
-            grant, jti, exp = self._check(header, claims, ctx, tool, target, arguments)
+            grant, jti, exp = self._check(header, claims, ctx, tool, target, arguments, expected_digest)
         except ClaimError as exc:
             self._fail(exc.reason)
         try:
@@ -132,7 +143,8 @@ class ConfirmationVerifier:
         ctx: InvocationContext,
         tool: str,
         target: str,
-        arguments: dict[str, Any],
+        arguments: dict[str, Any] | None,
+        expected_digest: str | None,
     ) -> tuple[ConfirmationGrant, str, float]:
         if set(claims) != CONFIRMATION_CLAIMS:
             raise ClaimError("claim_set")
@@ -159,15 +171,16 @@ class ConfirmationVerifier:
         now = self._clock()
         if now < iat - CLOCK_SKEW_SECONDS or now < approved_at - CLOCK_SKEW_SECONDS:
             raise ClaimError("not_yet_valid")
-        if now >= exp:
+        if now >= exp + self._grace:
             raise ClaimError("expired")
-        if now > approved_at + EXECUTION_WINDOW_SECONDS:
+        if now > approved_at + EXECUTION_WINDOW_SECONDS + self._grace:
             raise ClaimError("execution_window_passed")
         claimed_digest = claims["operation_digest"]
-        try:
-            expected_digest = operation_digest(tool, arguments)
-        except (TypeError, ValueError):
-            raise ClaimError("arguments_not_canonical") from None
+        if expected_digest is None:
+            try:
+                expected_digest = operation_digest(tool, arguments or {})
+            except (TypeError, ValueError):
+                raise ClaimError("arguments_not_canonical") from None
         if not isinstance(claimed_digest, str) or not hmac.compare_digest(
             claimed_digest.encode("utf-8", "surrogatepass"), expected_digest.encode("utf-8")
         ):

@@ -10,6 +10,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES = (
     [sys.executable, str(HERE / "search_bench.py")],
     [sys.executable, str(HERE / "storage_bench.py")],
+    [sys.executable, str(HERE / "plane_bench.py")],
     [sys.executable, str(HERE / "e2e_bench.py")],
     [sys.executable, str(HERE / "ingest_bench.py"), "--records", "1000", "--quiet"],
 )

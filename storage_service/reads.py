@@ -52,8 +52,9 @@ class Reads:
         content = json.loads(await self._d.vault.open(scope, doc["_id"], RECORD, doc.get("blob") or {}))
         return projection(content, trust=doc["trust"], recorded_at=doc["recorded_at"])
 
-    async def get(self, scope: Scope, record_id: str) -> ReadRecord:
-        head = await journal.head_cursor(self._d.store, scope)
+    async def get(self, scope: Scope, record_id: str, head: int | None = None) -> ReadRecord:
+        """``head``: the scope's journal head when the caller read it already (with the policy)."""
+        head = head if head is not None else await journal.head_cursor(self._d.store, scope)
         now = now_ms()
         doc = await self._d.store.records.find_one({"_id": record_id, "scope": scope.key})
         if doc is None or doc["state"] != ACCEPTED_CURRENT or not eligible_now(doc, now):

@@ -103,8 +103,9 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     @rpc_boundary
     async def GetRecord(self, request: storage_pb2.GetRecordRequest, context: grpc.aio.ServicerContext) -> storage_pb2.GetRecordResponse:
         scope = scope_of(request.caller.scope)
-        await self._d.authority.check(request.caller, GET, await self._d.policies.get(scope))
-        read = await self._reads.get(scope, request.record_id)
+        policy, head = await self._d.policies.with_head(scope)  # one read: the policy to authorize, the head
+        await self._d.authority.check(request.caller, GET, policy)
+        read = await self._reads.get(scope, request.record_id, head)
         return storage_pb2.GetRecordResponse(
             record_json=canonicalize(read.record),
             record_digest=read.record["record_digest"],

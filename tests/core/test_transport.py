@@ -168,3 +168,22 @@ def test_settings_choose_tls_or_explicit_plaintext(pki: Path, tmp_path: Path) ->
     shutil.copy(pki / "gateway" / "tls.key", tmp_path / "bare" / "tls.key")
     with pytest.raises(TransportError, match="no engram service identity"):
         Transport(tmp_path / "bare")
+
+
+def test_the_plane_bench_runs_small() -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "plane_bench.py"), "--calls", "60", "--connections",
+                           "5", "--concurrency", "1", "4", "--json"], check=True, capture_output=True, text=True,
+                          timeout=120)
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("# plane bench: 60 health checks")
+    summary = json.loads(lines[-1])
+    for concurrency in ("1", "4"):
+        assert set(summary["unary"][concurrency]) == {"plaintext", "mtls+access"}
+        assert summary["unary"][concurrency]["mtls+access"]["p50"] > 0
+    assert summary["connect"]["mtls"]["p50"] > 0 and summary["context_check"]["p50"] > 0

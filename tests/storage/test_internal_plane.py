@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -131,7 +132,8 @@ async def test_no_certificate_or_plaintext_gets_no_connection(plane: Plane) -> N
                                               timeout=5)) == "UNAVAILABLE"
 
 
-async def test_the_gateway_identity_cannot_forget_without_the_hosts_confirmation(plane: Plane) -> None:
+async def test_the_gateway_identity_cannot_forget_without_the_hosts_confirmation(
+        plane: Plane, caplog: pytest.LogCaptureFixture) -> None:
     who = Who()
     await plane.admin("operator").EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope), metadata=BEARER)
     record_id = await accepted(plane, who)
@@ -177,8 +179,13 @@ async def test_the_gateway_identity_cannot_forget_without_the_hosts_confirmation
     attempts["no host context"][0].caller.context_token = ""
     attempts["caller fields the context does not say"][0].caller.principal = who.principal
     attempts["a context signed by another key"][0].caller.context_token = stranger
-    for what, (request, code) in attempts.items():
-        assert await rpc_code(gateway.Forget(request)) == code, what
+    with caplog.at_level(logging.DEBUG):
+        for what, (request, code) in attempts.items():
+            assert await rpc_code(gateway.Forget(request)) == code, what
+    assert "storage refused: caller_mismatch" in caplog.text and "storage refused: confirmation missing" in caplog.text
+    for request, _ in attempts.values():  # refusals are logged by reason, never with a token
+        for token in (request.caller.context_token, request.caller.confirmation_token):
+            assert not token or token.split(".")[1] not in caplog.text
     assert await journal_length(plane.deps, who) == events
     assert (await plane.deps.store.records.find_one({"_id": record_id}))["state"] == "accepted_current"
     # The honest call goes through once; the same confirmation again is spent at storage.

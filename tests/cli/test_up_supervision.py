@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from engram_api.common.v1 import common_pb2
 from engram_cli.datastores import free_port
 from engram_cli.spawn import SpawnedStack, spawn_up
 from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE, deployment_for
+from engram_core.pki import IDENTITIES
 from engram_core.transport import Transport
 from tests.cli.helpers import OutputTail, alive, children, grpc_serving, own_env, readyz, run_up, wait_for
 
@@ -48,6 +50,11 @@ def test_readyz_names_this_run(up: tuple[SpawnedStack, OutputTail]) -> None:
     assert set(state["children"]) == {"mongodb", "redis", "storage", "search", "admission", "worker", "gateway"}
     assert any("redis redis://127.0.0.1:" in line and "(started, AOF in" in line for line in stack.startup_output)
     assert (stack.state_dir / "redis" / "appendonlydir").is_dir()
+    # This run's development CA: one identity per service, keys 0600, the CA's key not kept.
+    pki = stack.state_dir / "pki"
+    assert sorted(p.name for p in pki.iterdir() if p.is_dir()) == sorted(IDENTITIES)
+    assert all(stat.S_IMODE((pki / name / "tls.key").stat().st_mode) == 0o600 for name in IDENTITIES)
+    assert not [p for p in pki.rglob("*.key") if p.parent == pki]
 
 
 def test_killed_service_is_restarted_on_its_port(up: tuple[SpawnedStack, OutputTail]) -> None:

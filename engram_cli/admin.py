@@ -23,6 +23,7 @@ from engram_api.common.v1 import common_pb2
 from engram_core.languages import SEARCH_LANGUAGES
 from engram_core.schemas.tools import TOOL_NAMES
 from engram_cli.stackstate import StackState
+from storage_service.operator import OPERATOR_MOVES
 from engram_core.settings import BaseEngramSettings
 from engram_core.transport import Transport, TransportError
 
@@ -59,10 +60,166 @@ def _target(opts: argparse.Namespace) -> tuple[Transport, str, str, StackState |
         raise SystemExit(f"engram admin: {exc}") from None
 
 
+# Moves after which the record's content is gone or unusable for good: asked before running.
+DESTRUCTIVE = frozenset({"expire", "tombstone", "trust_invalidate"})
+
+
+def _transition(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
+    if opts.op in DESTRUCTIVE:
+        refused = _confirmed(opts, f"{opts.op} record {opts.record} in {opts.tenant}/{opts.workspace}")
+        if refused is not None:
+            return refused
+    request = admin_pb2.TransitionRecordRequest(
+        scope=common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace), record_id=opts.record,
+        operation=opts.op, to_state=opts.to or "", related_record_id=opts.related or "", reason_ref=opts.reason)
+    try:
+        reply = asyncio.run(_call(transport, addr, token, "TransitionRecord", request))
+    except grpc.aio.AioRpcError as exc:
+        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+        return 1
+    answer = json.loads(reply.value_json)
+    if opts.json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    print(f"{'record':<60} {'operation':<17} {'from':<17} {'to':<17} cursor")
+    for receipt in (answer["receipt"], *([answer["related"]] if "related" in answer else [])):
+        print(f"{receipt['record_id']:<60} {receipt['operation']:<17} {receipt['from_state']:<17} "
+              f"{receipt['to_state']:<17} {receipt['cursor']}")
+    return 0
+
+
+def _confirmed(opts: argparse.Namespace, what: str) -> int | None:
+    """None when the operator confirmed ``what`` (or passed --yes); else the exit code."""
+    if opts.yes:
+        return None
+    if not sys.stdin.isatty():
+        print(f"engram admin: {what} is destructive; pass --yes to run it without a prompt", file=sys.stderr)
+        return 2
+    if input(f"{what}? [y/N] ").strip().lower() not in ("y", "yes"):
+        print("engram admin: not done", file=sys.stderr)
+        return 1
+    return None
+
+
+def _pending(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
+    request = admin_pb2.ListPendingRequest(scope=common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace),
+                                           limit=opts.limit, after_candidate_id=opts.after or "")
+    try:
+        reply = asyncio.run(_call(transport, addr, token, "ListPending", request))
+    except grpc.aio.AioRpcError as exc:
+        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+        return 1
+    found = json.loads(reply.candidates_json)
+    if opts.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    print(f"{'candidate':<62} {'reason':<18} {'cursor':<8} captured_at")
+    for item in found:
+        print(f"{item['candidate_id']:<62} {item['reason']:<18} {item['captured_cursor']:<8} {item['captured_at']}")
+    return 0
+
+
+def _adjudicate(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
+    if opts.decision == "reject":
+        refused = _confirmed(opts, f"reject candidate {opts.candidate} in {opts.tenant}/{opts.workspace}")
+        if refused is not None:
+            return refused
+    request = admin_pb2.AdjudicateRequest(scope=common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace),
+                                          candidate_id=opts.candidate, decision=opts.decision, reason_ref=opts.reason)
+    try:
+        reply = asyncio.run(_call(transport, addr, token, "Adjudicate", request))
+    except grpc.aio.AioRpcError as exc:
+        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+        return 1
+    outcome = json.loads(reply.outcome_json)
+    if opts.json:
+        print(json.dumps(outcome, indent=2))
+    else:
+        print(f"{outcome['candidate_id']} {outcome['status']} {outcome.get('record_id', '')}".rstrip())
+    return 0
+
+
+# Exit code of verify-journal when the chain does not verify.
+JOURNAL_BROKEN = 3
+
+
+def _history(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
+    scope = common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace)
+    try:
+        if opts.command == "history":
+            reply = asyncio.run(_call(transport, addr, token, "ObjectHistory",
+                                      admin_pb2.ObjectHistoryRequest(scope=scope, object_id=opts.object)))
+        else:
+            reply = asyncio.run(_call(transport, addr, token, "VerifyJournal",
+                                      admin_pb2.VerifyJournalRequest(scope=scope)))
+    except grpc.aio.AioRpcError as exc:
+        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+        return 1
+    answer = json.loads(reply.value_json)
+    if opts.json:
+        print(json.dumps(answer, indent=2))
+    elif opts.command == "history":
+        print(f"{answer['object_id']} is {answer['state']}")
+        print(f"{'cursor':<8} {'at':<25} {'operation':<17} {'from':<18} {'to':<18} actor")
+        for e in answer["events"]:
+            print(f"{e['cursor']:<8} {e['at']:<25} {e['operation']:<17} {e['from_state'] or '-':<18} "
+                  f"{e['to_state']:<18} {e['actor']}")
+    elif answer["ok"]:
+        print(f"journal intact: {answer['events']} events, head {answer['head']}")
+    else:
+        print(f"journal broken at cursor {answer['first_bad_cursor']} ({answer['problem']}); "
+              f"{answer['events']} events verified before it, head {answer['head']}")
+    if opts.command == "verify-journal" and not answer["ok"]:
+        return JOURNAL_BROKEN
+    return 0
+
+
+def _code(exc: grpc.aio.AioRpcError) -> str:
+    """The contract code of a failed admin call (the gRPC status name when it carries none)."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == "engram-error-code":
+            return str(value)
+    return exc.code().name
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="engram admin", description=__doc__)
     parser.add_argument("--state-dir", default=".engram")
     sub = parser.add_subparsers(dest="command", required=True)
+    move = sub.add_parser("transition", help="an operator lifecycle move on a record (SPEC §6)")
+    move.add_argument("--tenant", required=True)
+    move.add_argument("--workspace", required=True)
+    move.add_argument("--record", required=True, help="the record id")
+    move.add_argument("--op", required=True, choices=OPERATOR_MOVES)
+    move.add_argument("--reason", required=True, help="why: an opaque reference (a ticket id), never content")
+    move.add_argument("--to", choices=("accepted_current", "historical"), help="resolve_dispute: the outcome")
+    move.add_argument("--related", help="supersede: the current record that supersedes this one; rewind: the "
+                      "record to make historical instead of the one the supersession names")
+    move.add_argument("--yes", action="store_true", help="run expire, tombstone or trust_invalidate without asking")
+    move.add_argument("--json", action="store_true", help="print the receipts as JSON")
+    pending = sub.add_parser("pending", help="candidates held for an operator (metadata only, never plaintext)")
+    pending.add_argument("--tenant", required=True)
+    pending.add_argument("--workspace", required=True)
+    pending.add_argument("--limit", type=int, default=100, help="1..1000 (default 100)")
+    pending.add_argument("--after", help="page on after this candidate id")
+    pending.add_argument("--json", action="store_true")
+    adjudicate = sub.add_parser("adjudicate", help="accept or reject a held candidate")
+    adjudicate.add_argument("--tenant", required=True)
+    adjudicate.add_argument("--workspace", required=True)
+    adjudicate.add_argument("--candidate", required=True)
+    adjudicate.add_argument("--decision", required=True, choices=("accept", "reject"))
+    adjudicate.add_argument("--reason", required=True, help="why: an opaque reference (a ticket id)")
+    adjudicate.add_argument("--yes", action="store_true", help="reject without asking")
+    adjudicate.add_argument("--json", action="store_true")
+    history = sub.add_parser("history", help="a record's or candidate's states over time, from the journal")
+    history.add_argument("--tenant", required=True)
+    history.add_argument("--workspace", required=True)
+    history.add_argument("--object", required=True, help="a record id (with its candidate's events) or candidate id")
+    history.add_argument("--json", action="store_true")
+    check = sub.add_parser("verify-journal", help="walk the scope's hash chain (exit 3 when it does not verify)")
+    check.add_argument("--tenant", required=True)
+    check.add_argument("--workspace", required=True)
+    check.add_argument("--json", action="store_true")
     for name in ("enable", "disable", "show"):
         cmd = sub.add_parser(name)
         cmd.add_argument("--tenant", required=True)
@@ -78,6 +235,10 @@ def main(argv: list[str]) -> int:
                              help="search analyzer language: stop list and stemmer (default: keep; en for a new scope)")
     opts = parser.parse_args(argv)
     transport, addr, token, state = _target(opts)
+    commands = {"transition": _transition, "pending": _pending, "adjudicate": _adjudicate, "history": _history,
+                "verify-journal": _history}
+    if opts.command in commands:
+        return commands[opts.command](transport, addr, token, opts)
     scope = common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace)
     try:
         if opts.command == "enable":

@@ -45,7 +45,8 @@ GRANTS: dict[str, tuple[str, ...]] = {
     "worker": (*(_STORAGE + m for m in ("OpenCandidate", "CommitDecision", "DestroyKey", "RecordCoverage",
                                         "GetOutboxItem")), _SEARCH + "Invalidate"),
     # The AdminService (which also wants the operator's bearer token).
-    "operator": tuple(_ADMIN + m for m in ("EnableScope", "DisableScope", "GetScope")),
+    "operator": tuple(_ADMIN + m for m in ("EnableScope", "DisableScope", "GetScope", "TransitionRecord",
+                                           "ListPending", "Adjudicate", "ObjectHistory", "VerifyJournal")),
     "storage": (),
 }
 

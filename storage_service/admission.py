@@ -1,10 +1,12 @@
-"""Admission on the storage side (SPEC §5 request_admission, §10).
+"""Admission on the storage side (SPEC §5 request_admission, §10, §12 adjudication).
 
 ``begin`` runs the mutation gate and either returns the recorded decision or a request id for
 the worker; ``open`` hands the worker the decrypted candidate with the facts storage knows
 (exact duplicate, forgotten content); ``commit`` applies the worker's decision in one
 transaction: the record (sealed with its own data key), the journal event, the candidate's
-new state, the decision and the outbox row that destroys the candidate's data key.
+new state, the decision and the outbox row that destroys the candidate's data key. A
+``pending_adjudication`` decision holds the candidate (pending, ciphertext kept) until an
+operator ``adjudicate``s it through the same decision path; ``pending`` lists the held ones.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram_core.canonical import canonicalize
-from engram_core.digests import with_digest
+from engram_core.digests import digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.ids import new_request_id
 from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY
@@ -40,6 +42,10 @@ OPERATION = {"accept": "accept", "reject": "reject", "pending_adjudication": "ho
 # Request ids whose scope this process remembers (a request's scope never changes; a miss
 # costs one indexed read).
 SCOPE_CACHE_SIZE = 4096
+# An operator's adjudication of a held candidate, and the constant reason it records.
+ADJUDICATIONS = ("accept", "reject")
+ADJUDICATED = "operator_adjudication"
+MAX_PENDING_PAGE = 1000
 
 
 @dataclass(frozen=True)
@@ -149,62 +155,109 @@ class Admissions:
         d = self._d
 
         async def body(txn: JournalTxn) -> bytes:
-            session = txn.session
-            candidate = await self._by_request(request_id, session)
+            candidate = await self._by_request(request_id, txn.session)
             if candidate.get("outcome"):
                 return bytes(candidate["outcome"])
-            scope = _scope(candidate)
-            verdict, record_id, record_doc = decision, "", None
-            if verdict in ("accept", "duplicate_exact"):
-                duplicate = await d.store.records.find_one(
-                    {"scope": scope.key, "payload_digest": candidate["payload_digest"], "state": ACCEPTED_CURRENT},
-                    {"_id": 1}, session=session)
-                if duplicate is not None:
-                    verdict, record_id = "duplicate_exact", duplicate["_id"]
-                elif verdict == "duplicate_exact":
-                    # The duplicate left accepted_current meanwhile: let the worker decide anew.
-                    raise EngramError(Code.POLICY_STALE)
-            decided_at = format_instant(now_ms())
-            to_state = {"accept": ACCEPTED_CURRENT, "pending_adjudication": PENDING}.get(verdict, REJECTED)
-            transition(OPERATION[verdict], candidate["state"])
-            if verdict == "accept":
-                data = json.loads(await d.vault.open(scope, candidate["_id"], CANDIDATE, candidate["blob"], session))
-                content = record_content(data["payload"], data["evidence"], candidate["_id"])
-                record_doc = projection(content, trust=trust, recorded_at=decided_at)
-                record_id = record_doc["record_id"]
-            event = txn.append(
-                OPERATION[verdict], record_id if verdict == "accept" else candidate["_id"],
-                PENDING, to_state, {"candidate_id": candidate["_id"], "decision": verdict, "reason": reason},
-            )
-            receipt = with_digest("decision", {
-                "candidate_id": candidate["_id"], "status": STATUS[verdict], "reason": reason, "trust": trust,
-                **({"record_id": record_id} if record_id else {}), "cursor": event.cursor_text,
-                "event_digest": event.event_digest, "decided_at": decided_at,
-            }, "receipt_digest")
-            if record_doc is not None:
-                await self._insert_record(session, scope, record_doc, candidate, event.cursor)
-            outcome = {
-                "status": STATUS[verdict], "candidate_id": candidate["_id"],
-                **({"record_id": record_id} if record_id else {}), "cursor": event.cursor_text,
-                "decision_receipt_digest": receipt["receipt_digest"],
-                "transaction_receipt_digest": transaction_receipt_digest(scope, event, receipt["receipt_digest"]),
-            }
-            outcome_json = canonicalize(outcome)
-            new_state = {"accept": ACCEPTED, "pending_adjudication": PENDING}.get(verdict, REJECTED)
-            # Decided for good: the candidate's ciphertext can never be admitted again (its data
-            # key is destroyed next), so it is dropped with the decision; a held one keeps it.
-            update: dict[str, Any] = {"$set": {"state": new_state, "outcome": outcome_json, "decision_reason": reason}}
-            if verdict != "pending_adjudication":
-                update["$unset"] = {"blob": ""}
-            await d.store.candidates.update_one({"_id": candidate["_id"], "state": PENDING}, update, session=session)
-            if candidate.get("decide_outbox_id"):
-                await outbox.finish_in(d.store, session, candidate["decide_outbox_id"])
-            if verdict != "pending_adjudication":
-                await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate["_id"])
-            return outcome_json
+            return await self._decide(txn, candidate, decision, reason, trust, {})
 
         outcome_json = await d.commits.run(await self._scope_of(request_id), body)
         d.on_commit()
+        return outcome_json
+
+    async def pending(self, scope: Scope, limit: int, after: str = "") -> list[dict[str, Any]]:
+        """The scope's candidates waiting for an operator (``pending_adjudication``), by id after
+        ``after``: metadata only — ids, digests, cursor, time and the constant reason — never
+        their plaintext."""
+        if not 1 <= limit <= MAX_PENDING_PAGE:
+            raise EngramError(Code.INVALID_SCHEMA)
+        query: dict[str, Any] = {"scope": scope.key, "state": PENDING, "outcome": {"$exists": True}}
+        if after:
+            query["_id"] = {"$gt": after}
+        fields = {"_id": 1, "record_digest": 1, "captured_cursor": 1, "created_at": 1, "decision_reason": 1}
+        found = []
+        async for doc in self._d.store.candidates.find(query, fields).sort("_id", 1).limit(limit):
+            found.append({"candidate_id": doc["_id"], "record_digest": doc["record_digest"],
+                          "captured_cursor": str(doc["captured_cursor"]), "reason": doc.get("decision_reason", ""),
+                          "captured_at": format_instant(int(doc["created_at"].timestamp() * 1000))})
+        return found
+
+    async def adjudicate(self, scope: Scope, candidate_id: str, decision: str, reason_ref: str) -> bytes:
+        """An operator's decision on a held candidate (accept or reject); the recorded outcome,
+        which the agent's next request_admission for it returns."""
+        if decision not in ADJUDICATIONS or not candidate_id:
+            raise EngramError(Code.INVALID_SCHEMA)
+        d = self._d
+        binding = {"actor": "operator", "reason_digest": digest("operation", {"reason_ref": reason_ref})}
+
+        async def body(txn: JournalTxn) -> bytes:
+            candidate = await d.store.candidates.find_one({"_id": candidate_id, "scope": scope.key},
+                                                          session=txn.session)
+            if candidate is None:
+                raise EngramError(Code.NOT_FOUND)
+            if candidate["state"] in (REJECTED, WITHDRAWN):
+                raise EngramError(Code.ALREADY_TERMINAL)
+            if candidate["state"] != PENDING or not candidate.get("outcome"):
+                # Decided already, or not waiting for an operator (the worker decides it).
+                raise EngramError(Code.ILLEGAL_TRANSITION)
+            return await self._decide(txn, candidate, decision, ADJUDICATED, "asserted", binding)
+
+        outcome_json = await d.commits.run(scope, body)
+        d.on_commit()
+        return outcome_json
+
+    async def _decide(self, txn: JournalTxn, candidate: dict[str, Any], decision: str, reason: str, trust: str,
+                      binding: dict[str, Any]) -> bytes:
+        """Apply one decision to a pending candidate in ``txn`` (the worker's, or an operator's
+        adjudication with its ``binding``); returns the recorded outcome."""
+        d, session = self._d, txn.session
+        scope = _scope(candidate)
+        verdict, record_id, record_doc = decision, "", None
+        if verdict in ("accept", "duplicate_exact"):
+            duplicate = await d.store.records.find_one(
+                {"scope": scope.key, "payload_digest": candidate["payload_digest"], "state": ACCEPTED_CURRENT},
+                {"_id": 1}, session=session)
+            if duplicate is not None:
+                verdict, record_id = "duplicate_exact", duplicate["_id"]
+            elif verdict == "duplicate_exact":
+                # The duplicate left accepted_current meanwhile: let the worker decide anew.
+                raise EngramError(Code.POLICY_STALE)
+        decided_at = format_instant(now_ms())
+        to_state = {"accept": ACCEPTED_CURRENT, "pending_adjudication": PENDING}.get(verdict, REJECTED)
+        transition(OPERATION[verdict], candidate["state"])
+        if verdict == "accept":
+            data = json.loads(await d.vault.open(scope, candidate["_id"], CANDIDATE, candidate["blob"], session))
+            content = record_content(data["payload"], data["evidence"], candidate["_id"])
+            record_doc = projection(content, trust=trust, recorded_at=decided_at)
+            record_id = record_doc["record_id"]
+        event = txn.append(
+            OPERATION[verdict], record_id if verdict == "accept" else candidate["_id"],
+            PENDING, to_state, {"candidate_id": candidate["_id"], "decision": verdict, "reason": reason, **binding},
+        )
+        receipt = with_digest("decision", {
+            "candidate_id": candidate["_id"], "status": STATUS[verdict], "reason": reason, "trust": trust,
+            **({"record_id": record_id} if record_id else {}), "cursor": event.cursor_text,
+            "event_digest": event.event_digest, "decided_at": decided_at,
+        }, "receipt_digest")
+        if record_doc is not None:
+            await self._insert_record(session, scope, record_doc, candidate, event.cursor)
+        outcome = {
+            "status": STATUS[verdict], "candidate_id": candidate["_id"],
+            **({"record_id": record_id} if record_id else {}), "cursor": event.cursor_text,
+            "decision_receipt_digest": receipt["receipt_digest"],
+            "transaction_receipt_digest": transaction_receipt_digest(scope, event, receipt["receipt_digest"]),
+        }
+        outcome_json = canonicalize(outcome)
+        new_state = {"accept": ACCEPTED, "pending_adjudication": PENDING}.get(verdict, REJECTED)
+        # Decided for good: the candidate's ciphertext can never be admitted again (its data
+        # key is destroyed next), so it is dropped with the decision; a held one keeps it.
+        update: dict[str, Any] = {"$set": {"state": new_state, "outcome": outcome_json, "decision_reason": reason}}
+        if verdict != "pending_adjudication":
+            update["$unset"] = {"blob": ""}
+        await d.store.candidates.update_one({"_id": candidate["_id"], "state": PENDING}, update, session=session)
+        if candidate.get("decide_outbox_id"):
+            await outbox.finish_in(d.store, session, candidate["decide_outbox_id"])
+        if verdict != "pending_adjudication":
+            await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate["_id"])
         return outcome_json
 
     async def _insert_record(self, session: Session, scope: Scope, record: dict[str, Any],

@@ -83,16 +83,59 @@ async def read(store: Store, scope: Scope, after: int, limit: int) -> tuple[list
     return events, head
 
 
-async def verify_chain(store: Store, scope: Scope) -> bool:
-    """True when the scope's events are dense from 1 and each links to its predecessor's
-    digest with a correct self-digest (an operator check; also used by the tests)."""
+@dataclass(frozen=True)
+class Verified:
+    """The result of walking a scope's hash chain: ``events`` checked, the ``head`` the scope
+    document names, and where it first breaks (``first_bad_cursor``, 0 when intact) and how
+    (``problem``: gap, link, digest, head)."""
+
+    events: int
+    head: int
+    first_bad_cursor: int = 0
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+
+async def verify(store: Store, scope: Scope) -> Verified:
+    """Walk the scope's events in cursor order: dense from 1, each linked to its predecessor's
+    digest, each self-digest correct, and the head document naming the last one."""
     expected_cursor, previous = 1, GENESIS_DIGEST
+    head_doc = await store.scopes.find_one({"_id": scope.key}, {"head": 1, "head_digest": 1}) or {}
+    head = int(head_doc.get("head", 0))
     async for doc in store.journal.find({"scope": scope.key}, {"_id": 0, "scope": 0}).sort("cursor", 1):
         body = {**doc, "cursor": str(doc["cursor"])}
-        if doc["cursor"] != expected_cursor or body["previous_event_digest"] != previous:
-            return False
+        if doc["cursor"] != expected_cursor:
+            return Verified(expected_cursor - 1, head, expected_cursor, "gap")
+        if body.get("previous_event_digest") != previous:
+            return Verified(expected_cursor - 1, head, expected_cursor, "link")
         if not verify_digest_field("journal-event", body, "event_digest"):
-            return False
+            return Verified(expected_cursor - 1, head, expected_cursor, "digest")
         expected_cursor, previous = expected_cursor + 1, body["event_digest"]
-    head = await store.scopes.find_one({"_id": scope.key}) or {}
-    return int(head.get("head", 0)) == expected_cursor - 1 and head.get("head_digest", GENESIS_DIGEST) == previous
+    if head != expected_cursor - 1 or head_doc.get("head_digest", GENESIS_DIGEST) != previous:
+        return Verified(expected_cursor - 1, head, expected_cursor, "head")
+    return Verified(expected_cursor - 1, head)
+
+
+async def verify_chain(store: Store, scope: Scope) -> bool:
+    """True when the scope's hash chain verifies (see :func:`verify`)."""
+    return (await verify(store, scope)).ok
+
+
+HISTORY_FIELDS = ("cursor", "event_id", "operation", "object_id", "from_state", "to_state", "at", "event_digest")
+
+
+async def history(store: Store, scope: Scope, object_ids: list[str], limit: int = 1000) -> list[dict[str, Any]]:
+    """The events of ``object_ids`` in the scope, in cursor order (ids, states, times, digests,
+    and who moved it: ``agent``, ``worker`` or ``operator``)."""
+    found = []
+    query = {"scope": scope.key, "object_id": {"$in": object_ids}}
+    fields = {**{name: 1 for name in HISTORY_FIELDS}, "binding": 1}
+    async for doc in store.journal.find(query, fields).sort("cursor", 1).limit(limit):
+        binding = doc.get("binding") or {}
+        actor = binding.get("actor") or ("worker" if "decision" in binding else "agent")
+        found.append({**{name: doc.get(name, "") for name in HISTORY_FIELDS}, "cursor": str(doc["cursor"]),
+                      "actor": actor})
+    return found

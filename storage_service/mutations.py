@@ -17,15 +17,16 @@ from engram_core.canonical import canonicalize
 from engram_core.digests import digest
 from engram_core.errors import Code, EngramError
 from engram_core.ids import candidate_id_from_digest
-from engram_core.taskq import DESTROY_KEY, INVALIDATE_PROJECTION
+from engram_core.taskq import INVALIDATE_PROJECTION
 from storage_service import outbox
 from storage_service.commits import JournalTxn
 from storage_service.deps import Deps
 from storage_service.ledger import GateKey
-from storage_service.lifecycle import PENDING, TOMBSTONED, transition
+from storage_service.lifecycle import PENDING
 from storage_service.policy import resolve_payload
 from storage_service.receipts import authorization_receipt_digest, transaction_receipt_digest
 from storage_service.records import payload_digest, record_content, record_digest
+from storage_service.transitions import Transitions
 from storage_service.vault import CANDIDATE
 
 CAPTURE = "engram_memory_capture"
@@ -44,6 +45,7 @@ class Outcome:
 class Mutations:
     def __init__(self, deps: Deps) -> None:
         self._d = deps
+        self._moves = Transitions(deps)
 
     async def capture(self, key: GateKey, payload: dict[str, Any], evidence: dict[str, Any],
                       policy: dict[str, Any] | None = None) -> Outcome:
@@ -107,21 +109,11 @@ class Mutations:
         d, scope = self._d, key.scope
 
         async def body(txn: JournalTxn) -> tuple[dict[str, Any], bool]:
-            session = txn.session
-            entry = await d.ledger.lookup(session, key)
+            entry = await d.ledger.lookup(txn.session, key)
             if entry is not None:
                 return json.loads(entry["answer"]), True
-            candidate = await d.store.candidates.find_one({"_id": candidate_id, "scope": scope.key}, {"state": 1},
-                                                          session=session)
-            if candidate is None:
-                raise EngramError(Code.NOT_FOUND)
-            to_state = transition("withdraw", candidate["state"])
-            answer = await self._transition(txn, key, WITHDRAW, "withdraw", candidate_id, candidate["state"],
-                                            to_state, reason_ref, confirmation_digest)
-            await d.store.candidates.update_one({"_id": candidate_id, "state": candidate["state"]},
-                                                {"$set": {"state": to_state}, "$unset": {"blob": ""}}, session=session)
-            await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate_id)
-            return answer, False
+            return await self._transition(txn, key, WITHDRAW, "withdraw", candidate_id, reason_ref,
+                                          confirmation_digest), False
 
         answer, replayed = await d.commits.run(scope, body)
         d.on_commit()
@@ -132,25 +124,11 @@ class Mutations:
         d, scope = self._d, key.scope
 
         async def body(txn: JournalTxn) -> tuple[dict[str, Any], bool]:
-            session = txn.session
-            entry = await d.ledger.lookup(session, key)
+            entry = await d.ledger.lookup(txn.session, key)
             if entry is not None:
                 return json.loads(entry["answer"]), True
-            record = await d.store.records.find_one({"_id": record_id, "scope": scope.key},
-                                                    {"state": 1, "payload_digest": 1}, session=session)
-            if record is None:
-                raise EngramError(Code.NOT_FOUND)
-            to_state = transition("tombstone", record["state"])
-            answer = await self._transition(txn, key, FORGET, "tombstone", record_id, record["state"], to_state,
-                                            reason_ref, confirmation_digest)
-            await d.store.records.update_one({"_id": record_id, "state": record["state"]},
-                                             {"$set": {"state": TOMBSTONED}}, session=session)
-            forgotten = d.forgotten_id(scope, record["payload_digest"])
-            await d.store.forgotten.update_one({"_id": forgotten}, {"$setOnInsert": {"scope": scope.key}},
-                                               upsert=True, session=session)
-            await outbox.enqueue(d.store, session, DESTROY_KEY, scope, record_id)
-            await outbox.enqueue(d.store, session, INVALIDATE_PROJECTION, scope, record_id)
-            return answer, False
+            return await self._transition(txn, key, FORGET, "tombstone", record_id, reason_ref,
+                                          confirmation_digest), False
 
         answer, replayed = await d.commits.run(scope, body)
         d.on_commit()
@@ -162,15 +140,17 @@ class Mutations:
         return Outcome(value, replayed)
 
     async def _transition(self, txn: JournalTxn, key: GateKey, tool: str, operation: str, target: str,
-                          from_state: str, to_state: str, reason_ref: str, confirmation_digest: str) -> dict[str, Any]:
-        """Append the event, build the receipt, record the ledger entry; returns ``{receipt}``."""
+                          reason_ref: str, confirmation_digest: str) -> dict[str, Any]:
+        """The agent's move through the transition engine, its receipt and its ledger entry;
+        returns ``{receipt}``."""
         d, scope, session = self._d, key.scope, txn.session
         auth = authorization_receipt_digest(scope, key.principal, tool, target, confirmation_digest)
-        event = txn.append(
-            operation, target, from_state, to_state,
+        moved = await self._moves.move(
+            txn, target, operation,
             {"authorization_receipt_digest": auth, "reason_digest": digest("operation", {"reason_ref": reason_ref}),
              "operation_digest": key.operation_digest},
         )
+        event, from_state, to_state = moved.event, moved.from_state, moved.to_state
         receipt = {
             "event_id": event.event_id,
             "operation": operation,

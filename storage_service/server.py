@@ -15,7 +15,9 @@ from engram_core.taskq import make_celery
 from engram_core.transport import Transport
 from engram_core.hosts import HostRegistry
 from storage_service.admin import AdminServicer
+from storage_service.admission import Admissions
 from storage_service.authority import HostAuthority
+from storage_service.operator import OperatorMoves
 from storage_service.deps import Deps
 from storage_service.outbox import Relay
 from storage_service.service import StorageServicer
@@ -50,7 +52,8 @@ async def create(settings: StorageSettings, *, host_registry: HostRegistry | Non
                 on_commit=relay.wake if relay else (lambda: None),
                 decision_backstop_seconds=settings.relay_resend_after_seconds)
     storage = StorageServicer(deps)
-    admin = AdminServicer(deps.policies, settings.admin_token.get_secret_value())
+    admin = AdminServicer(store, deps.policies, settings.admin_token.get_secret_value(), OperatorMoves(deps),
+                          Admissions(deps))
 
     def register(server: object) -> None:
         storage_pb2_grpc.add_StorageServiceServicer_to_server(storage, server)

@@ -90,7 +90,9 @@ class Store:
 
     async def ensure_indexes(self) -> None:
         await self.journal.create_index([("scope", ASCENDING), ("cursor", ASCENDING)], unique=True)
+        await self.journal.create_index([("scope", ASCENDING), ("object_id", ASCENDING)])
         await self.candidates.create_index([("admission_request_id", ASCENDING)], sparse=True)
+        await self.candidates.create_index([("scope", ASCENDING), ("state", ASCENDING)])
         await self.records.create_index([("scope", ASCENDING), ("payload_digest", ASCENDING), ("state", ASCENDING)])
         await self.ledger.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)
         await self.confirmations.create_index([("expires_at", ASCENDING)], expireAfterSeconds=0)

@@ -7,6 +7,82 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ObjectHistoryRequest(_message.Message):
+    __slots__ = ("scope", "object_id")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    object_id: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., object_id: _Optional[str] = ...) -> None: ...
+
+class VerifyJournalRequest(_message.Message):
+    __slots__ = ("scope",)
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ...) -> None: ...
+
+class JsonResponse(_message.Message):
+    __slots__ = ("value_json",)
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    value_json: bytes
+    def __init__(self, value_json: _Optional[bytes] = ...) -> None: ...
+
+class ListPendingRequest(_message.Message):
+    __slots__ = ("scope", "limit", "after_candidate_id")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    limit: int
+    after_candidate_id: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., limit: _Optional[int] = ..., after_candidate_id: _Optional[str] = ...) -> None: ...
+
+class ListPendingResponse(_message.Message):
+    __slots__ = ("candidates_json",)
+    CANDIDATES_JSON_FIELD_NUMBER: _ClassVar[int]
+    candidates_json: bytes
+    def __init__(self, candidates_json: _Optional[bytes] = ...) -> None: ...
+
+class AdjudicateRequest(_message.Message):
+    __slots__ = ("scope", "candidate_id", "decision", "reason_ref")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    REASON_REF_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    candidate_id: str
+    decision: str
+    reason_ref: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., candidate_id: _Optional[str] = ..., decision: _Optional[str] = ..., reason_ref: _Optional[str] = ...) -> None: ...
+
+class AdjudicateResponse(_message.Message):
+    __slots__ = ("outcome_json",)
+    OUTCOME_JSON_FIELD_NUMBER: _ClassVar[int]
+    outcome_json: bytes
+    def __init__(self, outcome_json: _Optional[bytes] = ...) -> None: ...
+
+class TransitionRecordRequest(_message.Message):
+    __slots__ = ("scope", "record_id", "operation", "to_state", "related_record_id", "reason_ref")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    TO_STATE_FIELD_NUMBER: _ClassVar[int]
+    RELATED_RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_REF_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    record_id: str
+    operation: str
+    to_state: str
+    related_record_id: str
+    reason_ref: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., record_id: _Optional[str] = ..., operation: _Optional[str] = ..., to_state: _Optional[str] = ..., related_record_id: _Optional[str] = ..., reason_ref: _Optional[str] = ...) -> None: ...
+
+class TransitionRecordResponse(_message.Message):
+    __slots__ = ("value_json",)
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    value_json: bytes
+    def __init__(self, value_json: _Optional[bytes] = ...) -> None: ...
+
 class EnableScopeRequest(_message.Message):
     __slots__ = ("scope", "tools", "confirmation_required", "language")
     SCOPE_FIELD_NUMBER: _ClassVar[int]

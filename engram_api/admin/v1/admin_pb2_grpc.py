@@ -49,6 +49,31 @@ class AdminServiceStub:
                 request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.GetScopeRequest.SerializeToString,
                 response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ScopeState.FromString,
                 _registered_method=True)
+        self.TransitionRecord = channel.unary_unary(
+                '/engram.admin.v1.AdminService/TransitionRecord',
+                request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.TransitionRecordRequest.SerializeToString,
+                response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.TransitionRecordResponse.FromString,
+                _registered_method=True)
+        self.ListPending = channel.unary_unary(
+                '/engram.admin.v1.AdminService/ListPending',
+                request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ListPendingRequest.SerializeToString,
+                response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ListPendingResponse.FromString,
+                _registered_method=True)
+        self.Adjudicate = channel.unary_unary(
+                '/engram.admin.v1.AdminService/Adjudicate',
+                request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateRequest.SerializeToString,
+                response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateResponse.FromString,
+                _registered_method=True)
+        self.ObjectHistory = channel.unary_unary(
+                '/engram.admin.v1.AdminService/ObjectHistory',
+                request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ObjectHistoryRequest.SerializeToString,
+                response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
+                _registered_method=True)
+        self.VerifyJournal = channel.unary_unary(
+                '/engram.admin.v1.AdminService/VerifyJournal',
+                request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.VerifyJournalRequest.SerializeToString,
+                response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -72,6 +97,42 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TransitionRecord(self, request, context):
+        """An operator lifecycle move on a record (SPEC §6): dispute, resolve_dispute, supersede,
+        mark_non_current, rewind, expire, trust_invalidate, tombstone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPending(self, request, context):
+        """Candidates held for an operator (pending_adjudication): metadata only, never plaintext.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Adjudicate(self, request, context):
+        """An operator's decision on a held candidate: accept or reject.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ObjectHistory(self, request, context):
+        """A record's (or candidate's) states over time, from the journal: ids, states, times, digests.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyJournal(self, request, context):
+        """Walk a scope's hash chain: events checked, head, where it first breaks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +150,31 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.GetScope,
                     request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.GetScopeRequest.FromString,
                     response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ScopeState.SerializeToString,
+            ),
+            'TransitionRecord': grpc.unary_unary_rpc_method_handler(
+                    servicer.TransitionRecord,
+                    request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.TransitionRecordRequest.FromString,
+                    response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.TransitionRecordResponse.SerializeToString,
+            ),
+            'ListPending': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPending,
+                    request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ListPendingRequest.FromString,
+                    response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ListPendingResponse.SerializeToString,
+            ),
+            'Adjudicate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Adjudicate,
+                    request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateRequest.FromString,
+                    response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateResponse.SerializeToString,
+            ),
+            'ObjectHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ObjectHistory,
+                    request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ObjectHistoryRequest.FromString,
+                    response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.SerializeToString,
+            ),
+            'VerifyJournal': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyJournal,
+                    request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.VerifyJournalRequest.FromString,
+                    response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,6 +258,141 @@ class AdminService:
             '/engram.admin.v1.AdminService/GetScope',
             engram__api_dot_admin_dot_v1_dot_admin__pb2.GetScopeRequest.SerializeToString,
             engram__api_dot_admin_dot_v1_dot_admin__pb2.ScopeState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TransitionRecord(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.admin.v1.AdminService/TransitionRecord',
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.TransitionRecordRequest.SerializeToString,
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.TransitionRecordResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPending(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.admin.v1.AdminService/ListPending',
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.ListPendingRequest.SerializeToString,
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.ListPendingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Adjudicate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.admin.v1.AdminService/Adjudicate',
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateRequest.SerializeToString,
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ObjectHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.admin.v1.AdminService/ObjectHistory',
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.ObjectHistoryRequest.SerializeToString,
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyJournal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.admin.v1.AdminService/VerifyJournal',
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.VerifyJournalRequest.SerializeToString,
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -28,7 +29,7 @@ from engram_core.settings import BaseEngramSettings
 from engram_core.transport import Transport, TransportError
 
 
-async def _call(transport: Transport, addr: str, token: str, method: str, request: object) -> admin_pb2.ScopeState:
+async def _call(transport: Transport, addr: str, token: str, method: str, request: object) -> Any:
     async with transport.channel(addr, "storage") as chan:
         stub = admin_pb2_grpc.AdminServiceStub(chan)
         return await getattr(stub, method)(request, metadata=(("authorization", f"Bearer {token}"),), timeout=10)
@@ -60,6 +61,19 @@ def _target(opts: argparse.Namespace) -> tuple[Transport, str, str, StackState |
         raise SystemExit(f"engram admin: {exc}") from None
 
 
+def _scope(opts: argparse.Namespace) -> common_pb2.Scope:
+    return common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace)
+
+
+def _run(transport: Transport, addr: str, token: str, method: str, request: object) -> Any:
+    """One admin call; None (the contract code printed on stderr) when it was refused."""
+    try:
+        return asyncio.run(_call(transport, addr, token, method, request))
+    except grpc.aio.AioRpcError as exc:
+        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+        return None
+
+
 # Moves after which the record's content is gone or unusable for good: asked before running.
 DESTRUCTIVE = frozenset({"expire", "tombstone", "trust_invalidate"})
 
@@ -70,12 +84,10 @@ def _transition(transport: Transport, addr: str, token: str, opts: argparse.Name
         if refused is not None:
             return refused
     request = admin_pb2.TransitionRecordRequest(
-        scope=common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace), record_id=opts.record,
+        scope=_scope(opts), record_id=opts.record,
         operation=opts.op, to_state=opts.to or "", related_record_id=opts.related or "", reason_ref=opts.reason)
-    try:
-        reply = asyncio.run(_call(transport, addr, token, "TransitionRecord", request))
-    except grpc.aio.AioRpcError as exc:
-        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+    reply = _run(transport, addr, token, "TransitionRecord", request)
+    if reply is None:
         return 1
     answer = json.loads(reply.value_json)
     if opts.json:
@@ -102,12 +114,10 @@ def _confirmed(opts: argparse.Namespace, what: str) -> int | None:
 
 
 def _pending(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
-    request = admin_pb2.ListPendingRequest(scope=common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace),
+    request = admin_pb2.ListPendingRequest(scope=_scope(opts),
                                            limit=opts.limit, after_candidate_id=opts.after or "")
-    try:
-        reply = asyncio.run(_call(transport, addr, token, "ListPending", request))
-    except grpc.aio.AioRpcError as exc:
-        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+    reply = _run(transport, addr, token, "ListPending", request)
+    if reply is None:
         return 1
     found = json.loads(reply.candidates_json)
     if opts.json:
@@ -124,12 +134,10 @@ def _adjudicate(transport: Transport, addr: str, token: str, opts: argparse.Name
         refused = _confirmed(opts, f"reject candidate {opts.candidate} in {opts.tenant}/{opts.workspace}")
         if refused is not None:
             return refused
-    request = admin_pb2.AdjudicateRequest(scope=common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace),
+    request = admin_pb2.AdjudicateRequest(scope=_scope(opts),
                                           candidate_id=opts.candidate, decision=opts.decision, reason_ref=opts.reason)
-    try:
-        reply = asyncio.run(_call(transport, addr, token, "Adjudicate", request))
-    except grpc.aio.AioRpcError as exc:
-        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+    reply = _run(transport, addr, token, "Adjudicate", request)
+    if reply is None:
         return 1
     outcome = json.loads(reply.outcome_json)
     if opts.json:
@@ -144,16 +152,13 @@ JOURNAL_BROKEN = 3
 
 
 def _history(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
-    scope = common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace)
-    try:
-        if opts.command == "history":
-            reply = asyncio.run(_call(transport, addr, token, "ObjectHistory",
-                                      admin_pb2.ObjectHistoryRequest(scope=scope, object_id=opts.object)))
-        else:
-            reply = asyncio.run(_call(transport, addr, token, "VerifyJournal",
-                                      admin_pb2.VerifyJournalRequest(scope=scope)))
-    except grpc.aio.AioRpcError as exc:
-        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+    scope = _scope(opts)
+    if opts.command == "history":
+        reply = _run(transport, addr, token, "ObjectHistory",
+                     admin_pb2.ObjectHistoryRequest(scope=scope, object_id=opts.object))
+    else:
+        reply = _run(transport, addr, token, "VerifyJournal", admin_pb2.VerifyJournalRequest(scope=scope))
+    if reply is None:
         return 1
     answer = json.loads(reply.value_json)
     if opts.json:

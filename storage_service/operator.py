@@ -16,11 +16,11 @@ the operator's bearer token (engram_core.access, storage_service.admin).
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 from engram_core.digests import digest, operation_digest
 from engram_core.errors import Code, EngramError
+from engram_core.host_context import ClaimError, check_text
 from storage_service.commits import JournalTxn
 from storage_service.deps import Deps
 from storage_service.lifecycle import ACCEPTED_CURRENT
@@ -31,13 +31,14 @@ from storage_service.transitions import Moved, Transitions
 OPERATOR_MOVES = ("dispute", "resolve_dispute", "supersede", "mark_non_current", "rewind", "expire",
                   "trust_invalidate", "tombstone")
 ACTOR = "operator"
-MAX_REF_BYTES = 512
 
 
 def check_ref(value: str) -> str:
-    if not value or len(value.encode("utf-8")) > MAX_REF_BYTES or not unicodedata.is_normalized("NFC", value):
-        raise EngramError(Code.INVALID_SCHEMA)
-    return value
+    """An opaque reference (SPEC §3: non-empty NFC, ≤ 512 UTF-8 bytes), or INVALID_SCHEMA."""
+    try:
+        return check_text(value, "reason_ref")
+    except ClaimError:
+        raise EngramError(Code.INVALID_SCHEMA) from None
 
 
 class OperatorMoves:

@@ -35,6 +35,8 @@ from storage_service.settings import StorageSettings
 from storage_service.store import Scope
 
 ADMIN_TOKEN = "test-operator-token-0123456789"
+# The operator's credential as the AdminService wants it.
+BEARER = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
 PURPOSE = "purpose:test"
 # The host every storage test acts for: its registry file lists each tenant a Who uses.
 HOST_ID = "storage-test-host"
@@ -125,7 +127,7 @@ async def rpc_code(call: Any) -> str:
 
 async def enable(storage: Storage, who: Who, **policy: Any) -> None:
     await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope),
-                                    metadata=(("authorization", f"Bearer {ADMIN_TOKEN}"),))
+                                    metadata=BEARER)
     if policy:
         await storage.deps.policies.update(Scope(who.tenant, who.workspace), policy)
 

@@ -8,9 +8,8 @@ import json
 
 from engram_api.admin.v1 import admin_pb2
 from engram_core.taskq import DESTROY_KEY
-from tests.storage.helpers import ADMIN_TOKEN, Storage, Who, admit, begin_request, capture, enable, rpc_code
+from tests.storage.helpers import BEARER, Storage, Who, admit, begin_request, capture, enable, rpc_code
 
-BEARER = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
 HELD = {"admission": {"mode": "require_adjudication"}}
 
 

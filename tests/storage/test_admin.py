@@ -10,9 +10,7 @@ import pytest
 from engram_api.admin.v1 import admin_pb2
 from engram_api.storage.v1 import storage_pb2
 from engram_core.schemas.tools import TOOL_NAMES
-from tests.storage.helpers import ADMIN_TOKEN, Storage, Who
-
-BEARER = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+from tests.storage.helpers import ADMIN_TOKEN, BEARER, Storage, Who
 
 
 @pytest.mark.parametrize("metadata", [(), (("authorization", "Bearer wrong-token-wrong-token"),),

@@ -8,9 +8,8 @@ import json
 
 from engram_api.admin.v1 import admin_pb2
 from storage_service.store import Scope
-from tests.storage.helpers import ADMIN_TOKEN, Storage, Who, accepted_record, enable, rpc_code
+from tests.storage.helpers import BEARER, Storage, Who, accepted_record, enable, rpc_code
 
-BEARER = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
 
 
 async def history(storage: Storage, who: Who, object_id: str) -> dict:

@@ -32,12 +32,11 @@ from engram_core.digests import operation_digest
 from engram_hostkit.examples import make_capture_args
 from engram_hostkit.keys import generate_host_keys
 from engram_hostkit.tokens import mint_context
-from tests.storage.helpers import (ADMIN_TOKEN, AUDIENCE, HOST_ID, HOST_REGISTRY, Who, begin_request, capture_request,
-                                   host_registry, key, rpc_code, transition_request)
+from tests.storage.helpers import (ADMIN_TOKEN, AUDIENCE, BEARER, HOST_ID, HOST_REGISTRY, Who, begin_request,
+                                   capture_request, host_registry, key, rpc_code, transition_request)
 
 FORGET = "engram_memory_forget"
 
-BEARER = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
 
 
 @dataclass

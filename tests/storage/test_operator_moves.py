@@ -18,9 +18,8 @@ from storage_service.lifecycle import (
 )
 from storage_service.operator import OPERATOR_MOVES
 from storage_service.store import Scope
-from tests.storage.helpers import ADMIN_TOKEN, Storage, Who, accepted_record, enable, rpc_code
+from tests.storage.helpers import BEARER, Storage, Who, accepted_record, enable, rpc_code
 
-BEARER = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
 # How a fresh current record reaches each state by operator moves.
 ROUTE = {
     ACCEPTED_CURRENT: [],

@@ -1,8 +1,9 @@
 """The admission decision (SPEC §10), made inside the worker from what storage hands it.
 
-Order: never-store screening → exact duplicate → the scope's admission rules → the forgotten-
-content guard. Trust class: ``asserted`` until attester keys and evidence verifiers exist
-(a later issue); it is assigned here, never taken from the caller.
+Order: never-store screening → exact duplicate → the scope's admission rules (mode, the event
+types always held, the trust class required) → the forgotten-content guard. Trust class:
+``asserted`` until attester keys and evidence verifiers exist (a later issue); it is assigned
+here, never taken from the caller. A policy the worker cannot read (``None``) never admits.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from admission_worker.screening import find_secret
-
-ADMISSION_MODES = ("auto_accept", "require_adjudication", "reject_all")
+from engram_core.policy import TRUST_CLASSES, ScopePolicy
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Decision:
 def decide(
     payload: dict[str, Any],
     evidence: dict[str, Any],
-    policy: dict[str, Any],
+    policy: ScopePolicy | None,
     *,
     duplicate_of_record_id: str,
     matches_forgotten: bool,
@@ -35,14 +35,20 @@ def decide(
         return Decision("reject", f"never_store:{secret}")
     if duplicate_of_record_id:
         return Decision("duplicate_exact", "duplicate")
-    mode = (policy.get("admission") or {}).get("mode", "auto_accept")
-    if mode == "reject_all":
-        return Decision("reject", "policy")
-    if mode == "require_adjudication":
-        return Decision("pending_adjudication", "policy")
-    if mode != "auto_accept":
-        # An unknown rule never admits by accident.
+    if policy is None:
         return Decision("pending_adjudication", "policy_unknown")
+    rules = policy.admission
+    if rules.mode == "reject_all":
+        return Decision("reject", "policy")
+    if rules.mode == "require_adjudication":
+        return Decision("pending_adjudication", "policy")
+    if (payload.get("primary_event") or {}).get("type_ref") in rules.adjudicate_types:
+        return Decision("pending_adjudication", "policy_type")
+    trust = "asserted"
+    if TRUST_CLASSES.index(trust) < TRUST_CLASSES.index(rules.require_trust):
+        if rules.below_trust == "adjudicate":
+            return Decision("pending_adjudication", "trust_below_required", trust)
+        return Decision("reject", "trust_below_required", trust)
     if matches_forgotten:
         return Decision("pending_adjudication", "forgotten_content")
-    return Decision("accept", "policy")
+    return Decision("accept", "policy", trust)

@@ -19,7 +19,8 @@ from engram_api.search.v1 import search_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.errors import EngramError
 from engram_core.grpc_errors import error_from_rpc
-from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY, INVALIDATE_PROJECTION
+from engram_core.policy import ScopePolicy
+from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY, EXPIRE_RECORDS, INVALIDATE_PROJECTION
 from engram_core.transport import ReloadingStub, Transport
 
 log = logging.getLogger("engram.worker")
@@ -56,6 +57,15 @@ class TaskClients:
             raise error from None
 
 
+def _policy(policy_json: bytes) -> ScopePolicy | None:
+    """The scope's policy as storage sent it; ``None`` when this worker cannot read it (a newer
+    member during a rolling upgrade): the decision then holds the candidate for an operator."""
+    try:
+        return ScopePolicy.from_json(policy_json)
+    except EngramError:
+        return None
+
+
 def run_decision(clients: TaskClients, request_id: str) -> str:
     """Decide one admission request (once: a decided request returns what was recorded).
     Returns the recorded outcome, canonical JSON of ids, cursor and digests (no content)."""
@@ -65,7 +75,7 @@ def run_decision(clients: TaskClients, request_id: str) -> str:
     verdict = decide(
         json.loads(opened.payload_json),
         json.loads(opened.evidence_json),
-        json.loads(opened.policy_json),
+        _policy(opened.policy_json),
         duplicate_of_record_id=opened.duplicate_of_record_id,
         matches_forgotten=opened.matches_forgotten,
     )
@@ -106,8 +116,25 @@ def run_invalidation(clients: TaskClients, outbox_id: str) -> str:
     return reply.coverage_receipt_digest
 
 
+# Sweep calls per task run (each up to SWEEP_BATCH records); a backlog larger than that is
+# finished by the next scheduled run.
+SWEEP_BATCH = 500
+MAX_SWEEP_CALLS = 20
+
+
+def run_expiry(clients: TaskClients) -> str:
+    """Expire what is due, batch by batch, until storage says nothing more is: the count."""
+    expired = 0
+    for _ in range(MAX_SWEEP_CALLS):
+        swept = clients.call(clients.storage.SweepExpired, storage_pb2.SweepExpiredRequest(limit=SWEEP_BATCH))
+        expired += swept.expired
+        if not swept.more:
+            break
+    return str(expired)
+
+
 def register_tasks(app: Celery, clients: TaskClients) -> None:
-    """Bind the three tasks to ``app`` with ``clients``."""
+    """Bind the four tasks to ``app`` with ``clients``."""
     retry = {
         "bind": True,
         "acks_late": True,
@@ -125,6 +152,11 @@ def register_tasks(app: Celery, clients: TaskClients) -> None:
     @app.task(name=DESTROY_KEY, **retry)
     def destroy_key(self, outbox_id: str) -> str:  # type: ignore[no-untyped-def]
         return _logged(self, "destroy_key", lambda: run_destroy_key(clients, outbox_id))
+
+    @app.task(name=EXPIRE_RECORDS, **{**retry, "max_retries": 3})
+    def expire_records(self) -> str:  # type: ignore[no-untyped-def]
+        # Idempotent and re-run on schedule: a few retries, then the next run takes over.
+        return _logged(self, "expire", lambda: run_expiry(clients))
 
     @app.task(name=INVALIDATE_PROJECTION, **retry)
     def invalidate_projection(self, outbox_id: str) -> str:  # type: ignore[no-untyped-def]

@@ -22,6 +22,7 @@ import grpc
 from engram_api.admin.v1 import admin_pb2, admin_pb2_grpc
 from engram_api.common.v1 import common_pb2
 from engram_core.languages import SEARCH_LANGUAGES
+from engram_core.policy import CONFIRMABLE
 from engram_core.schemas.tools import TOOL_NAMES
 from engram_cli.stackstate import StackState
 from storage_service.operator import OPERATOR_MOVES
@@ -65,6 +66,13 @@ def _scope(opts: argparse.Namespace) -> common_pb2.Scope:
     return common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace)
 
 
+def _answer(transport: Transport, addr: str, token: str, method: str, request: object,
+            field: str = "value_json") -> Any:
+    """One admin call's JSON answer (its ``field``); None when it was refused (reported)."""
+    reply = _run(transport, addr, token, method, request)
+    return None if reply is None else json.loads(getattr(reply, field))
+
+
 def _run(transport: Transport, addr: str, token: str, method: str, request: object) -> Any:
     """One admin call; None (the contract code printed on stderr) when it was refused."""
     try:
@@ -86,10 +94,9 @@ def _transition(transport: Transport, addr: str, token: str, opts: argparse.Name
     request = admin_pb2.TransitionRecordRequest(
         scope=_scope(opts), record_id=opts.record,
         operation=opts.op, to_state=opts.to or "", related_record_id=opts.related or "", reason_ref=opts.reason)
-    reply = _run(transport, addr, token, "TransitionRecord", request)
-    if reply is None:
+    answer = _answer(transport, addr, token, "TransitionRecord", request)
+    if answer is None:
         return 1
-    answer = json.loads(reply.value_json)
     if opts.json:
         print(json.dumps(answer, indent=2))
         return 0
@@ -116,10 +123,9 @@ def _confirmed(opts: argparse.Namespace, what: str) -> int | None:
 def _pending(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
     request = admin_pb2.ListPendingRequest(scope=_scope(opts),
                                            limit=opts.limit, after_candidate_id=opts.after or "")
-    reply = _run(transport, addr, token, "ListPending", request)
-    if reply is None:
+    found = _answer(transport, addr, token, "ListPending", request, "candidates_json")
+    if found is None:
         return 1
-    found = json.loads(reply.candidates_json)
     if opts.json:
         print(json.dumps(found, indent=2))
         return 0
@@ -136,14 +142,31 @@ def _adjudicate(transport: Transport, addr: str, token: str, opts: argparse.Name
             return refused
     request = admin_pb2.AdjudicateRequest(scope=_scope(opts),
                                           candidate_id=opts.candidate, decision=opts.decision, reason_ref=opts.reason)
-    reply = _run(transport, addr, token, "Adjudicate", request)
-    if reply is None:
+    outcome = _answer(transport, addr, token, "Adjudicate", request, "outcome_json")
+    if outcome is None:
         return 1
-    outcome = json.loads(reply.outcome_json)
     if opts.json:
         print(json.dumps(outcome, indent=2))
     else:
         print(f"{outcome['candidate_id']} {outcome['status']} {outcome.get('record_id', '')}".rstrip())
+    return 0
+
+
+def _reveal(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
+    refused = _confirmed(opts, f"reveal the plaintext of candidate {opts.candidate} in {opts.tenant}/{opts.workspace} "
+                               "(the reveal is journaled)")
+    if refused is not None:
+        return refused
+    request = admin_pb2.RevealCandidateRequest(scope=_scope(opts), candidate_id=opts.candidate, reason_ref=opts.reason)
+    revealed = _answer(transport, addr, token, "RevealCandidate", request)
+    if revealed is None:
+        return 1
+    if opts.json:
+        print(json.dumps(revealed, indent=2))
+        return 0
+    print(f"candidate {revealed['candidate_id']} revealed (journal cursor {revealed['cursor']})")
+    for component in revealed["payload"]["components"]:
+        print(f"[{component['component_id']} {component['kind']}] {component['text']}")
     return 0
 
 
@@ -154,13 +177,12 @@ JOURNAL_BROKEN = 3
 def _history(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
     scope = _scope(opts)
     if opts.command == "history":
-        reply = _run(transport, addr, token, "ObjectHistory",
-                     admin_pb2.ObjectHistoryRequest(scope=scope, object_id=opts.object))
+        answer = _answer(transport, addr, token, "ObjectHistory",
+                         admin_pb2.ObjectHistoryRequest(scope=scope, object_id=opts.object))
     else:
-        reply = _run(transport, addr, token, "VerifyJournal", admin_pb2.VerifyJournalRequest(scope=scope))
-    if reply is None:
+        answer = _answer(transport, addr, token, "VerifyJournal", admin_pb2.VerifyJournalRequest(scope=scope))
+    if answer is None:
         return 1
-    answer = json.loads(reply.value_json)
     if opts.json:
         print(json.dumps(answer, indent=2))
     elif opts.command == "history":
@@ -176,6 +198,84 @@ def _history(transport: Transport, addr: str, token: str, opts: argparse.Namespa
               f"{answer['events']} events verified before it, head {answer['head']}")
     if opts.command == "verify-journal" and not answer["ok"]:
         return JOURNAL_BROKEN
+    return 0
+
+
+SCOPE_HELP = {
+    "enable": "turn memory on for a scope and grant tools",
+    "disable": "turn memory off for a scope (every tool disappears on the next call)",
+    "show": "the scope's policy, every member",
+    "policy": "change members of the scope's policy (validated, versioned, journaled)",
+}
+# Exit code when the policy moved on since the version an edit was based on.
+POLICY_STALE_EXIT = 4
+
+
+def _changes(opts: argparse.Namespace) -> dict[str, Any] | None:
+    """The members ``engram admin policy`` replaces; None (reported) when they do not parse."""
+    changes: dict[str, Any] = {}
+    try:
+        if opts.file is not None:
+            text = sys.stdin.read() if str(opts.file) == "-" else opts.file.read_text("utf-8")
+            loaded = json.loads(text)
+            if not isinstance(loaded, dict):
+                raise ValueError("not an object")
+            changes.update(loaded)
+        for item in opts.set:
+            member, sep, value = item.partition("=")
+            if not sep or not member:
+                raise ValueError(item)
+            changes[member] = json.loads(value)
+    except (OSError, ValueError) as exc:
+        print(f"engram admin: policy changes must be MEMBER=JSON or a JSON object ({exc})", file=sys.stderr)
+        return None
+    if not changes:
+        print("engram admin: nothing to change: give --set MEMBER=JSON or --file", file=sys.stderr)
+        return None
+    return changes
+
+
+def _scope_request(opts: argparse.Namespace) -> tuple[str, object] | None:
+    scope = _scope(opts)
+    if opts.command == "show":
+        return "GetScope", admin_pb2.GetScopeRequest(scope=scope)
+    edit: dict[str, Any] = {"actor_ref": opts.actor or ""}
+    if opts.expect_version is not None:
+        edit["expected_version"] = opts.expect_version
+    if opts.command == "enable":
+        return "EnableScope", admin_pb2.EnableScopeRequest(scope=scope, tools=opts.tools, confirmation_required=opts.confirm,
+                                                           language=opts.language, **edit)
+    if opts.command == "disable":
+        return "DisableScope", admin_pb2.DisableScopeRequest(scope=scope, **edit)
+    changes = _changes(opts)
+    if changes is None:
+        return None
+    return "UpdatePolicy", admin_pb2.UpdatePolicyRequest(scope=scope, changes_json=json.dumps(changes).encode(), **edit)
+
+
+def _scope_command(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
+    """enable / disable / show / policy: the scope's state after the call, as a table or JSON."""
+    call = _scope_request(opts)
+    if call is None:
+        return 2
+    try:
+        reply = asyncio.run(_call(transport, addr, token, *call))
+    except grpc.aio.AioRpcError as exc:
+        code = _code(exc)
+        print(f"engram admin: {code}", file=sys.stderr)
+        return POLICY_STALE_EXIT if code == "POLICY_STALE" else 1
+    policy = json.loads(reply.policy_json or b"{}")
+    if opts.json:
+        print(json.dumps({"enabled": reply.enabled, "version": reply.version, "change_cursor": reply.change_cursor,
+                          "changed_members": list(reply.changed_members), "policy": policy}, indent=2))
+        return 0
+    print(f"scope {opts.tenant}/{opts.workspace}: memory {'on' if reply.enabled else 'off'}, policy version {reply.version}")
+    if opts.command != "show":
+        changed = ", ".join(reply.changed_members) or "nothing (already so)"
+        print(f"changed: {changed}" + (f" (journal cursor {reply.change_cursor})" if reply.change_cursor else ""))
+    for member, value in policy.items():
+        if member != "version":
+            print(f"  {member:<24} {json.dumps(value)}")
     return 0
 
 
@@ -216,6 +316,13 @@ def main(argv: list[str]) -> int:
     adjudicate.add_argument("--reason", required=True, help="why: an opaque reference (a ticket id)")
     adjudicate.add_argument("--yes", action="store_true", help="reject without asking")
     adjudicate.add_argument("--json", action="store_true")
+    reveal = sub.add_parser("reveal", help="a held candidate's plaintext (needs the scope's reveal_pending; journaled)")
+    reveal.add_argument("--tenant", required=True)
+    reveal.add_argument("--workspace", required=True)
+    reveal.add_argument("--candidate", required=True)
+    reveal.add_argument("--reason", required=True, help="why: an opaque reference (a ticket id)")
+    reveal.add_argument("--yes", action="store_true", help="reveal without asking")
+    reveal.add_argument("--json", action="store_true", help="the whole payload and evidence as JSON")
     history = sub.add_parser("history", help="a record's or candidate's states over time, from the journal")
     history.add_argument("--tenant", required=True)
     history.add_argument("--workspace", required=True)
@@ -225,38 +332,33 @@ def main(argv: list[str]) -> int:
     check.add_argument("--tenant", required=True)
     check.add_argument("--workspace", required=True)
     check.add_argument("--json", action="store_true")
-    for name in ("enable", "disable", "show"):
-        cmd = sub.add_parser(name)
+    for name in ("enable", "disable", "show", "policy"):
+        cmd = sub.add_parser(name, help=SCOPE_HELP[name])
         cmd.add_argument("--tenant", required=True)
         cmd.add_argument("--workspace", required=True)
+        cmd.add_argument("--json", action="store_true", help="print the scope state as JSON")
+        if name == "show":
+            continue
+        cmd.add_argument("--expect-version", type=int, metavar="N",
+                         help="apply only while the policy is still version N (else POLICY_STALE, exit 4)")
+        cmd.add_argument("--actor", help="who makes the change, an opaque ref for the journal (default: operator)")
         if name == "enable":
             cmd.add_argument("--tools", nargs="+", choices=TOOL_NAMES, default=[], help="granted tools (default: all six)")
-            cmd.add_argument(
-                "--confirm", nargs="+", default=[],
-                choices=["engram_memory_capture", "engram_memory_request_admission"],
-                help="tools that need a human confirmation in this scope",
-            )
+            cmd.add_argument("--confirm", nargs="+", default=[], choices=CONFIRMABLE,
+                             help="tools that need a human confirmation in this scope")
             cmd.add_argument("--language", choices=SEARCH_LANGUAGES, default="",
                              help="search analyzer language: stop list and stemmer (default: keep; en for a new scope)")
+        if name == "policy":
+            cmd.add_argument("--set", action="append", default=[], metavar="MEMBER=JSON",
+                             help="replace one policy member with a JSON value, e.g. retain_allowed=true or "
+                                  'grants=\'[{"subject":"agent","id":"a1","tools":["engram_memory_search"]}]\'')
+            cmd.add_argument("--file", type=Path, help="a JSON object of members to replace ('-': stdin)")
     opts = parser.parse_args(argv)
     transport, addr, token, state = _target(opts)
     commands = {"transition": _transition, "pending": _pending, "adjudicate": _adjudicate, "history": _history,
-                "verify-journal": _history}
-    if opts.command in commands:
-        return commands[opts.command](transport, addr, token, opts)
-    scope = common_pb2.Scope(tenant=opts.tenant, workspace=opts.workspace)
-    try:
-        if opts.command == "enable":
-            reply = asyncio.run(enable_scope(transport, addr, token, opts.tenant, opts.workspace, opts.tools, opts.confirm,
-                                             opts.language))
-            if state is not None:
-                state.allow_dev_host_tenant(opts.tenant)
-        elif opts.command == "disable":
-            reply = asyncio.run(_call(transport, addr, token, "DisableScope", admin_pb2.DisableScopeRequest(scope=scope)))
-        else:
-            reply = asyncio.run(_call(transport, addr, token, "GetScope", admin_pb2.GetScopeRequest(scope=scope)))
-    except grpc.aio.AioRpcError as exc:
-        print(f"engram admin: {exc.code().name}", file=sys.stderr)
-        return 1
-    print(json.dumps({"enabled": reply.enabled, "policy": json.loads(reply.policy_json or b"{}")}, indent=2))
-    return 0
+                "verify-journal": _history, "reveal": _reveal, "enable": _scope_command, "disable": _scope_command,
+                "show": _scope_command, "policy": _scope_command}
+    code = commands[opts.command](transport, addr, token, opts)
+    if opts.command == "enable" and code == 0 and state is not None:
+        state.allow_dev_host_tenant(opts.tenant)
+    return code

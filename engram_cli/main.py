@@ -2,8 +2,8 @@
 
     engram up                       the whole stack on loopback (datastores included)
     engram gateway [--stdio]        the MCP gateway
-    engram storage|search|admission|worker
-    engram admin enable|disable|show --tenant T --workspace W
+    engram storage|search|admission|worker|beat
+    engram admin enable|disable|show|policy|transition|pending|adjudicate|history|verify-journal …
     engram host keygen [--out FILE]
 """
 
@@ -29,6 +29,8 @@ def _service(name: str) -> Callable[[list[str]], int]:
             from search_service.server import main as service_main
         elif name == "admission":
             from admission_worker.server import main as service_main
+        elif name == "beat":
+            from admission_worker.beat import main as service_main
         else:
             from admission_worker.worker import main as service_main
         return int(service_main() or 0)
@@ -64,6 +66,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "search": _service("search"),
     "admission": _service("admission"),
     "worker": _service("worker"),
+    "beat": _service("beat"),
     "admin": _admin,
     "host": _host,
 }

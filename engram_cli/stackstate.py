@@ -58,6 +58,8 @@ class StackState:
     up_pid: int = 0
     # Every search replica's address (search_addr names them all when there are several).
     search_replicas: list[str] = field(default_factory=list)
+    # The beat's health server (empty in a state written before there was one).
+    beat_health_addr: str = ""
 
     @property
     def dir(self) -> Path:

@@ -102,9 +102,9 @@ class RestartBudget:
 
 def service_names(search_replicas: int) -> tuple[str, ...]:
     """Start order: storage, the search replicas (``search``, ``search-2``, …), admission,
-    worker, gateway."""
+    worker, beat, gateway."""
     searches = ["search", *(f"search-{i}" for i in range(2, search_replicas + 1))]
-    return ("storage", *searches, "admission", "worker", "gateway")
+    return ("storage", *searches, "admission", "worker", "beat", "gateway")
 
 
 class Stack:
@@ -188,6 +188,7 @@ class Stack:
             search_replicas=searches,
             admission_addr=f"127.0.0.1:{ports['admission']}",
             worker_health_addr=f"127.0.0.1:{ports['worker']}",
+            beat_health_addr=f"127.0.0.1:{ports['beat']}",
             mongo_url=mongo_url,
             redis_url=redis_url,
             run_id=self.run_id,
@@ -227,13 +228,15 @@ class Stack:
     # -- processes ---------------------------------------------------------------------------
 
     def start(self, env: dict[str, str]) -> None:
-        """Spawn the five services (from the main thread: see datastores)."""
+        """Spawn the services (from the main thread: see datastores)."""
         for name in self.names:
             child_env = dict(env)
             if name in self._ports:
                 child_env["ENGRAM_GRPC_PORT"] = str(self._ports[name])
             command = "search" if name.startswith("search") else name
-            child_env["ENGRAM_TLS_DIR"] = str((self.state.pki_dir / command).resolve())
+            # Beat is part of the worker plane: it wears the worker's identity.
+            identity = "worker" if command == "beat" else command
+            child_env["ENGRAM_TLS_DIR"] = str((self.state.pki_dir / identity).resolve())
             child = ChildProcess(name, [sys.executable, "-m", "engram_cli.main", command],
                                  env=child_env, log_file=self.log_dir / f"{name}.log")
             child.start()
@@ -260,7 +263,8 @@ class Stack:
         """Until every gRPC service is SERVING and the gateway's /readyz names this run."""
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         pending = {state.storage_addr: "storage", **{addr: "search" for addr in state.search_replicas},
-                   state.admission_addr: "admission", state.worker_health_addr: "worker"}
+                   state.admission_addr: "admission", state.worker_health_addr: "worker",
+                   **({state.beat_health_addr: "worker"} if state.beat_health_addr else {})}
         operator = state.transport("operator")
         while pending:
             self.check_alive()

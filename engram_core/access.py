@@ -41,12 +41,14 @@ GRANTS: dict[str, tuple[str, ...]] = {
     "search": (_STORAGE + "ReadJournal", _STORAGE + "FetchRecords", _STORAGE + "GetScopePolicy"),
     # Opening a candidate's admission request.
     "admission": (_STORAGE + "BeginAdmission",),
-    # Deciding admission, key destruction, projection invalidation.
+    # Deciding admission, key destruction, projection invalidation, the expiry sweep.
     "worker": (*(_STORAGE + m for m in ("OpenCandidate", "CommitDecision", "DestroyKey", "RecordCoverage",
-                                        "GetOutboxItem")), _SEARCH + "Invalidate"),
+                                        "GetOutboxItem", "SweepExpired")), _SEARCH + "Invalidate"),
     # The AdminService (which also wants the operator's bearer token).
-    "operator": tuple(_ADMIN + m for m in ("EnableScope", "DisableScope", "GetScope", "TransitionRecord",
-                                           "ListPending", "Adjudicate", "ObjectHistory", "VerifyJournal")),
+    "operator": tuple(_ADMIN + m for m in ("EnableScope", "DisableScope", "GetScope", "UpdatePolicy",
+                                           "TransitionRecord",
+                                           "ListPending", "Adjudicate", "RevealCandidate", "ObjectHistory",
+                                           "VerifyJournal")),
     "storage": (),
 }
 

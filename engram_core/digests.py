@@ -17,7 +17,7 @@ KINDS: frozenset[str] = frozenset(
         "decision", "authorization", "revalidation", "redaction", "rank", "read", "packet",
         "response", "coverage", "key-destruction",
         # This project's additions: page cursors and scope digests used in logs and metrics.
-        "cursor", "scope",
+        "cursor", "scope", "policy",
     }
 )
 

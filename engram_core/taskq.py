@@ -11,6 +11,8 @@ from engram_core.settings import TaskQueueSettings
 DECIDE_ADMISSION = "engram.admission.decide"
 DESTROY_KEY = "engram.keys.destroy"
 INVALIDATE_PROJECTION = "engram.projections.invalidate"
+# Scheduled by ``engram beat``: expire the records whose expires_at has passed.
+EXPIRE_RECORDS = "engram.records.expire"
 
 DEFAULT_QUEUE = "engram"
 

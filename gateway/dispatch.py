@@ -22,6 +22,7 @@ from engram_core.canonical import canonicalize
 from engram_core.digests import capture_identity_digest, operation_digest, scope_digest
 from engram_core.errors import Code, EngramError, ProtocolRefusal
 from engram_core.ids import candidate_id_from_digest
+from engram_core.policy import ScopePolicy
 from engram_core.schemas.tools import TOOL_NAMES, TOOLS
 from engram_core.schemas.validate import validate_arguments, with_defaults
 from engram_core.timefmt import now_ms
@@ -38,26 +39,22 @@ log = logging.getLogger("engram.gateway")
 
 
 @dataclass(frozen=True)
-class ScopePolicy:
-    enabled: bool
-    tools: frozenset[str]
-    confirmation_required: frozenset[str]
-    raw: dict[str, Any]
+class PolicyRead:
+    """The scope's policy as storage answered it, read fresh on every call (an operator's change
+    takes effect on the next one)."""
+
+    policy: ScopePolicy
     # As storage sent them: forwarded with a search so the search service reads neither again.
     policy_json: bytes = b""
     head_cursor: str = ""
 
     @classmethod
-    def from_json(cls, data: bytes, head_cursor: str = "") -> "ScopePolicy":
-        raw = json.loads(data)
-        return cls(
-            enabled=bool(raw.get("enabled")),
-            tools=frozenset(raw.get("tools") or ()),
-            confirmation_required=frozenset(raw.get("confirmation_required") or ()),
-            raw=raw,
-            policy_json=data,
-            head_cursor=head_cursor,
-        )
+    def from_json(cls, data: bytes, head_cursor: str = "") -> "PolicyRead":
+        return cls(ScopePolicy.from_json(data), data, head_cursor)
+
+    def visible(self, ctx: InvocationContext) -> frozenset[str]:
+        """Host opt-in ∩ the operator's grant to this principal or agent (nothing while off)."""
+        return ctx.tools & self.policy.tools_for(ctx.principal, ctx.agent_id)
 
 
 def _token(meta: Mapping[str, Any] | None, key: str) -> str | None:
@@ -88,21 +85,19 @@ class Dispatcher:
         header_token = headers.get(CONTEXT_HEADER) if headers is not None else None
         return await self._contexts.verify(_token(meta, CONTEXT_META_KEY), header_token)
 
-    async def _policy(self, ctx: InvocationContext, with_head: bool = False) -> ScopePolicy:
+    async def _policy(self, ctx: InvocationContext, with_head: bool = False) -> PolicyRead:
         """``with_head``: also the journal head (a search forwards both to the search service,
         which then needs no storage round trip of its own when its projection is current)."""
         request = storage_pb2.GetScopePolicyRequest(
             scope=common_pb2.Scope(tenant=ctx.tenant, workspace=ctx.workspace), with_head_cursor=with_head
         )
         reply = await self._backends.call(self._backends.storage.GetScopePolicy, request, self._timeout(ctx))
-        return ScopePolicy.from_json(reply.policy_json, reply.head_cursor)
+        return PolicyRead.from_json(reply.policy_json, reply.head_cursor)
 
     async def visible_tools(self, ctx: InvocationContext) -> list[str]:
         """Host opt-in ∩ operator grants, and nothing when memory is off for the scope."""
-        policy = await self._policy(ctx)
-        if not policy.enabled:
-            return []
-        return [name for name in TOOL_NAMES if name in ctx.tools and name in policy.tools]
+        visible = (await self._policy(ctx)).visible(ctx)
+        return [name for name in TOOL_NAMES if name in visible]
 
     async def list_tools(self, meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None) -> list[str]:
         ctx = await self._verify(meta, headers)
@@ -127,7 +122,7 @@ class Dispatcher:
             policy = await self._policy(ctx, with_head=name == "engram_memory_search")
         except EngramError as exc:
             return envelope.failure(exc, ctx.audit_id)
-        if not policy.enabled or name not in ctx.tools or name not in policy.tools:
+        if name not in policy.visible(ctx):
             raise ProtocolRefusal.unknown_tool()
         try:
             value = await self._run(name, arguments if arguments is not None else {}, ctx, policy, meta)
@@ -152,7 +147,7 @@ class Dispatcher:
         name: str,
         arguments: Any,
         ctx: InvocationContext,
-        policy: ScopePolicy,
+        policy: PolicyRead,
         meta: Mapping[str, Any] | None,
     ) -> Any:
         tool = TOOLS[name]
@@ -160,7 +155,7 @@ class Dispatcher:
         self._bind_purpose(name, arguments, ctx)
         grant: ConfirmationGrant | None = None
         confirmation = ""
-        if tool.confirmation_always or name in policy.confirmation_required:
+        if tool.confirmation_always or name in policy.policy.confirmation_required:
             token = _token(meta, CONFIRMATION_META_KEY)
             confirmation = token or ""
             grant = await self._confirmations.verify(
@@ -208,7 +203,7 @@ class Dispatcher:
         arguments: dict[str, Any],
         ctx: InvocationContext,
         caller: common_pb2.Caller,
-        policy: ScopePolicy,
+        policy: PolicyRead,
         timeout: float,
     ) -> Any:
         args = with_defaults(name, arguments)
@@ -219,7 +214,7 @@ class Dispatcher:
             return json.loads(reply.value_json)
         request = storage_pb2.GetRecordRequest(caller=caller, record_id=args["record_id"])
         reply = await self._backends.call(self._backends.storage.GetRecord, request, timeout)
-        return build_get_value(reply, ctx, policy.raw, args["max_packet_bytes"])
+        return build_get_value(reply, ctx, policy.policy, args["max_packet_bytes"])
 
     async def _mutate(
         self,

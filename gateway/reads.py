@@ -9,6 +9,7 @@ from engram_api.storage.v1 import storage_pb2
 from engram_core.canonical import canonicalize
 from engram_core.digests import digest, scope_digest, with_digest
 from engram_core.errors import Code, EngramError
+from engram_core.policy import ScopePolicy
 from engram_core.redaction import redact, redaction_receipt
 from engram_core.timefmt import format_instant, now_ms
 from engram_core.host_context import InvocationContext
@@ -17,12 +18,12 @@ from engram_core.host_context import InvocationContext
 def build_get_value(
     reply: storage_pb2.GetRecordResponse,
     ctx: InvocationContext,
-    policy: dict[str, Any],
+    policy: ScopePolicy,
     max_packet_bytes: int,
 ) -> dict[str, Any]:
     """Redact the record with the scope's allowlist, issue the receipts, check the budget."""
     record = json.loads(reply.record_json)
-    allowlist = policy.get("redaction_allowlist")
+    allowlist = policy.redaction_allowlist
     projected, redacted_fields = redact(record, allowlist)
     redaction = redaction_receipt(record["record_id"], redacted_fields, allowlist)
     checked_at = format_instant(now_ms())

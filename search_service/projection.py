@@ -26,6 +26,7 @@ from engram_core.canonical import canonicalize, is_plain
 from engram_core.digests import scope_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import error_from_rpc
+from engram_core.policy import UNPROJECTED_OPERATIONS, ScopePolicy
 from engram_core.timefmt import parse_instant
 from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.doctable import DocTable
@@ -153,20 +154,19 @@ class ScopeProjection:
 
 @dataclass(frozen=True)
 class ScopeView:
-    policy: dict[str, Any]
+    policy: ScopePolicy
     head: int
 
     @classmethod
     def of(cls, policy_json: bytes, head_cursor: str) -> "ScopeView":
         """From GetScopePolicy's answer (with_head_cursor), wherever it was read."""
         try:
-            policy = json.loads(policy_json)
             head = int(head_cursor or "0")
         except ValueError:
             raise EngramError(Code.POLICY_UNAVAILABLE) from None
-        if not isinstance(policy, dict) or head < 0:
+        if head < 0:
             raise EngramError(Code.POLICY_UNAVAILABLE)
-        return cls(policy, head)
+        return cls(ScopePolicy.from_json(policy_json), head)
 
 
 class Projections:
@@ -255,6 +255,8 @@ class Projections:
             removed: list[str] = []
             to_fetch: dict[str, int] = {}
             for event in reply.events:
+                if event.operation in UNPROJECTED_OPERATIONS:
+                    continue  # a policy change, a reveal: no record moved
                 if event.to_state == ACCEPTED:
                     to_fetch[event.object_id] = int(event.cursor)
                 else:

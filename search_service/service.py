@@ -21,7 +21,6 @@ from engram_core.digests import canonical_with_digest, digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import rpc_boundary
 from engram_core.timefmt import format_instant, now_ms
-from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.budget import CURSOR_FIELD, DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets
 from search_service.cursors import MAX_TOKEN_LENGTH, CursorCodec, CursorState
 from search_service.embedding import Embedder
@@ -165,14 +164,14 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         # A scope still (re)building is waited for until just before the caller's deadline,
         # then PROJECTION_STALE: never a partial answer.
         wait = None if remaining is None else max(0.0, remaining - DEADLINE_MARGIN_SECONDS)
-        projection = await self._projections.current(tenant, workspace, view.policy.get("language", DEFAULT_LANGUAGE),
+        projection = await self._projections.current(tenant, workspace, view.policy.language,
                                                      view.head, wait_seconds=wait)
         async with projection.lock:
             if required and projection.vectors is None:
                 raise EngramError(Code.RANKING_UNAVAILABLE)
             value = await asyncio.get_running_loop().run_in_executor(
                 self._pool, self._answer, projection, args, tenant, workspace, caller.principal,
-                view.policy.get("redaction_allowlist"))
+                view.policy.redaction_allowlist)
         return search_pb2.SearchResponse(value_json=value)
 
     def _semantic_for(self, projection: ScopeProjection) -> Embedder | None:

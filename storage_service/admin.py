@@ -5,6 +5,8 @@ anything else is refused with UNAUTHENTICATED before any work."""
 from __future__ import annotations
 
 import hmac
+import json
+from typing import Any
 
 import grpc
 
@@ -16,11 +18,22 @@ from engram_core.grpc_errors import rpc_boundary
 from storage_service import journal
 from storage_service.admission import Admissions
 from storage_service.operator import OperatorMoves, check_ref
-from storage_service.policy import Policies
+from engram_core.policy import ScopePolicy
+from storage_service.policy import POLICY_OBJECT_ID, Policies, PolicyChange
 from storage_service.store import Store
 from storage_service.service import scope_of
 
 UNAUTHENTICATED_MESSAGE = "Operator credential required."
+DEFAULT_ACTOR = "operator"
+
+
+def _edit(request: admin_pb2.EnableScopeRequest | admin_pb2.DisableScopeRequest
+          | admin_pb2.UpdatePolicyRequest) -> dict[str, Any]:
+    """The compare-and-set version and the actor of a policy edit."""
+    return {
+        "expected_version": request.expected_version if request.HasField("expected_version") else None,
+        "actor": check_ref(request.actor_ref) if request.actor_ref else DEFAULT_ACTOR,
+    }
 
 
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
@@ -38,20 +51,35 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
 
     @staticmethod
-    def _state(scope: common_pb2.Scope, policy: dict[str, object]) -> admin_pb2.ScopeState:
-        return admin_pb2.ScopeState(scope=scope, enabled=bool(policy["enabled"]), policy_json=canonicalize(policy))
+    def _state(scope: common_pb2.Scope, policy: ScopePolicy,
+               change: PolicyChange | None = None) -> admin_pb2.ScopeState:
+        return admin_pb2.ScopeState(scope=scope, enabled=policy.enabled, policy_json=canonicalize(policy.wire()),
+                                    version=policy.version, change_cursor=change.cursor if change else 0,
+                                    changed_members=change.members if change else ())
 
     @rpc_boundary
     async def EnableScope(self, request: admin_pb2.EnableScopeRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ScopeState:
         await self._authenticate(context)
-        policy = await self._policies.enable(scope_of(request.scope), list(request.tools),
-                                             list(request.confirmation_required), request.language)
-        return self._state(request.scope, policy)
+        change = await self._policies.enable(scope_of(request.scope), list(request.tools),
+                                             list(request.confirmation_required), request.language,
+                                             **_edit(request))
+        return self._state(request.scope, change.policy, change)
 
     @rpc_boundary
     async def DisableScope(self, request: admin_pb2.DisableScopeRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ScopeState:
         await self._authenticate(context)
-        return self._state(request.scope, await self._policies.disable(scope_of(request.scope)))
+        change = await self._policies.disable(scope_of(request.scope), **_edit(request))
+        return self._state(request.scope, change.policy, change)
+
+    @rpc_boundary
+    async def UpdatePolicy(self, request: admin_pb2.UpdatePolicyRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ScopeState:
+        await self._authenticate(context)
+        try:
+            changes = json.loads(request.changes_json)
+        except (UnicodeDecodeError, ValueError):
+            raise EngramError(Code.INVALID_SCHEMA) from None
+        change = await self._policies.update(scope_of(request.scope), changes, **_edit(request))
+        return self._state(request.scope, change.policy, change)
 
     @rpc_boundary
     async def GetScope(self, request: admin_pb2.GetScopeRequest, context: grpc.aio.ServicerContext) -> admin_pb2.ScopeState:
@@ -85,6 +113,14 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         return admin_pb2.AdjudicateResponse(outcome_json=outcome)
 
     @rpc_boundary
+    async def RevealCandidate(self, request: admin_pb2.RevealCandidateRequest,
+                              context: grpc.aio.ServicerContext) -> admin_pb2.JsonResponse:
+        await self._authenticate(context)
+        check_ref(request.reason_ref)
+        revealed = await self._admissions.reveal(scope_of(request.scope), request.candidate_id, request.reason_ref)
+        return admin_pb2.JsonResponse(value_json=canonicalize(revealed))
+
+    @rpc_boundary
     async def ObjectHistory(self, request: admin_pb2.ObjectHistoryRequest,
                             context: grpc.aio.ServicerContext) -> admin_pb2.JsonResponse:
         await self._authenticate(context)
@@ -92,6 +128,12 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         store = self._store
         if not request.object_id:
             raise EngramError(Code.INVALID_SCHEMA)
+        if request.object_id == POLICY_OBJECT_ID:
+            # The scope policy's changes: who changed which members, version by version.
+            policy = await self._policies.get(scope)
+            events = await journal.history(store, scope, [POLICY_OBJECT_ID])
+            return admin_pb2.JsonResponse(value_json=canonicalize({
+                "object_id": POLICY_OBJECT_ID, "state": f"version {policy.version}", "events": events}))
         record = await store.records.find_one({"_id": request.object_id, "scope": scope.key},
                                               {"state": 1, "candidate_id": 1})
         candidate = await store.candidates.find_one({"_id": request.object_id, "scope": scope.key}, {"state": 1})

@@ -21,12 +21,14 @@ from engram_core.canonical import canonicalize
 from engram_core.digests import digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.ids import new_request_id
+from engram_core.policy import REVEAL, TRUST_CLASSES, ScopePolicy
 from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY
 from engram_core.timefmt import format_instant, now_ms
 from storage_service import outbox
 from storage_service.commits import JournalTxn
 from storage_service.deps import Deps
 from storage_service.ledger import GateKey
+from storage_service.expiry import expiry_fields
 from storage_service.lifecycle import ACCEPTED, ACCEPTED_CURRENT, PENDING, REJECTED, WITHDRAWN, transition
 from storage_service.receipts import transaction_receipt_digest
 from storage_service.records import projection, record_content
@@ -35,7 +37,6 @@ from storage_service.vault import CANDIDATE, RECORD
 
 REQUEST_ADMISSION = "engram_memory_request_admission"
 DECISIONS = ("accept", "reject", "pending_adjudication", "duplicate_exact")
-TRUST_CLASSES = ("asserted", "signed", "earned")
 STATUS = {"accept": "accepted", "reject": "rejected", "pending_adjudication": "pending_adjudication",
           "duplicate_exact": "duplicate_exact"}
 OPERATION = {"accept": "accept", "reject": "reject", "pending_adjudication": "hold", "duplicate_exact": "duplicate"}
@@ -58,7 +59,7 @@ class Begun:
 class Opened:
     payload: dict[str, Any]
     evidence: dict[str, Any]
-    policy: dict[str, Any]
+    policy: ScopePolicy
     duplicate_of_record_id: str
     matches_forgotten: bool
     outcome_json: bytes = b""
@@ -131,7 +132,7 @@ class Admissions:
         d = self._d
         candidate = await self._by_request(request_id)
         if candidate.get("outcome"):
-            return Opened({}, {}, {}, "", False, bytes(candidate["outcome"]))
+            return Opened({}, {}, ScopePolicy(), "", False, bytes(candidate["outcome"]))
         if candidate["state"] != PENDING:
             raise EngramError(Code.ALREADY_TERMINAL)
         scope = _scope(candidate)
@@ -204,6 +205,35 @@ class Admissions:
         outcome_json = await d.commits.run(scope, body)
         d.on_commit()
         return outcome_json
+
+    async def reveal(self, scope: Scope, candidate_id: str, reason_ref: str) -> dict[str, Any]:
+        """A held candidate's plaintext for an operator, where the scope's policy permits reveals
+        (``reveal_pending``, itself a journaled change): the reveal is a journal event (actor,
+        the reason's digest) committed before anything is decrypted; UNAUTHORIZED without the
+        permission, nothing journaled."""
+        if not candidate_id:
+            raise EngramError(Code.INVALID_SCHEMA)
+        d = self._d
+        binding = {"actor": "operator", "reason_digest": digest("operation", {"reason_ref": reason_ref})}
+
+        async def body(txn: JournalTxn) -> tuple[dict[str, Any], int]:
+            if not (await d.policies.read_in(txn)).reveal_pending:
+                raise EngramError(Code.UNAUTHORIZED)
+            candidate = await d.store.candidates.find_one({"_id": candidate_id, "scope": scope.key},
+                                                          {"state": 1, "outcome": 1, "blob": 1}, session=txn.session)
+            if candidate is None:
+                raise EngramError(Code.NOT_FOUND)
+            if candidate["state"] in (REJECTED, WITHDRAWN):
+                raise EngramError(Code.ALREADY_TERMINAL)
+            if candidate["state"] != PENDING or not candidate.get("outcome"):
+                raise EngramError(Code.ILLEGAL_TRANSITION)  # only what waits for an operator
+            event = txn.append(REVEAL, candidate_id, PENDING, PENDING, binding)
+            return candidate, event.cursor
+
+        candidate, cursor = await d.commits.run(scope, body)
+        data = json.loads(await d.vault.open(scope, candidate_id, CANDIDATE, candidate["blob"]))
+        return {"candidate_id": candidate_id, "cursor": str(cursor), "payload": data["payload"],
+                "evidence": data["evidence"]}
 
     async def _decide(self, txn: JournalTxn, candidate: dict[str, Any], decision: str, reason: str, trust: str,
                       binding: dict[str, Any]) -> bytes:
@@ -280,7 +310,7 @@ class Admissions:
                 "trust": record["trust"],
                 "recorded_at": record["recorded_at"],
                 "valid_time": content["valid_time"],
-                **({"expires_at": retention["expires_at"]} if "expires_at" in retention else {}),
+                **expiry_fields(retention),
                 "accepted_cursor": cursor,
             },
             session=session,

@@ -47,6 +47,7 @@ from engram_core.host_context import (
     jti_key,
 )
 from engram_core.hosts import HostRegistry
+from engram_core.policy import ScopePolicy
 from engram_core.schemas.tools import TOOLS
 from storage_service.store import Store
 
@@ -112,15 +113,15 @@ class HostAuthority:
         self._confirmations = ConfirmationVerifier(registry, audience, MongoJtiGuard(store, clock), clock=clock,
                                                    grace_seconds=IN_FLIGHT_GRACE_SECONDS)
 
-    async def check(self, caller: common_pb2.Caller, tool: str, policy: dict[str, Any], *,
+    async def check(self, caller: common_pb2.Caller, tool: str, policy: ScopePolicy, *,
                     target: str = "", operation_digest: str = "") -> Authorized:
         """Verify the caller's host context for ``tool`` in a scope with ``policy``, and the
         confirmation where one is needed for ``target`` and ``operation_digest``."""
         ctx = await self._context(caller, tool)
-        if not policy.get("enabled") or tool not in (policy.get("tools") or ()):
+        if tool not in policy.tools_for(ctx.principal, ctx.agent_id):
             self._refuse("tool_not_granted")
         spec = TOOLS[tool]
-        if not (spec.confirmation_always or tool in (policy.get("confirmation_required") or ())):
+        if not (spec.confirmation_always or tool in policy.confirmation_required):
             return Authorized(ctx, None)
         if not caller.confirmation_token:
             log.info("storage refused: confirmation missing")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engram_core.crypto import KeyProvider
+from engram_core.timefmt import now_ms
 from storage_service.authority import HostAuthority
 from storage_service.commits import GroupCommitter
 from storage_service.ledger import Ledger
@@ -29,12 +30,14 @@ class Deps:
     # The admission service publishes a decision task itself; the relay publishes it again
     # only if no decision is recorded this many seconds later (worker or broker lost it).
     decision_backstop_seconds: float = 10.0
+    # Storage's clock in epoch ms: what "now" is for expiry (the sweep and every read).
+    clock: Callable[[], int] = field(default=now_ms)
 
     def __post_init__(self) -> None:
         self.vault = Vault(self.store, self.keys)
         self.ledger = Ledger(self.store, self.ledger_retention_days)
-        self.policies = Policies(self.store)
         self.commits = GroupCommitter(self.store)
+        self.policies = Policies(self.store, self.commits)
 
     def forgotten_id(self, scope: Scope, payload_digest: str) -> str:
         """The keyed HMAC under which a tombstoned payload digest is remembered (SPEC §10.4)."""

@@ -23,6 +23,7 @@ from storage_service.commits import JournalTxn
 from storage_service.deps import Deps
 from storage_service.ledger import GateKey
 from storage_service.lifecycle import PENDING
+from engram_core.policy import ScopePolicy
 from storage_service.policy import resolve_payload
 from storage_service.receipts import authorization_receipt_digest, transaction_receipt_digest
 from storage_service.records import payload_digest, record_content, record_digest
@@ -48,7 +49,7 @@ class Mutations:
         self._moves = Transitions(deps)
 
     async def capture(self, key: GateKey, payload: dict[str, Any], evidence: dict[str, Any],
-                      policy: dict[str, Any] | None = None) -> Outcome:
+                      policy: ScopePolicy | None = None) -> Outcome:
         """``policy``: the scope's, when the caller read it already (to authorize the call)."""
         d, scope = self._d, key.scope
         policy = policy if policy is not None else await d.policies.get(scope)
@@ -67,7 +68,7 @@ class Mutations:
                     entry = existing
             if entry is not None:
                 return Outcome({**json.loads(entry["answer"]), "status": "duplicate_exact"}, True)
-            if not policy["enabled"]:
+            if not policy.enabled:
                 raise EngramError(Code.UNAUTHORIZED)
             effective = resolve_payload(payload, policy)
             content = record_content(effective, evidence, candidate_id)

@@ -13,7 +13,6 @@ from typing import Any
 
 from engram_core.canonical import canonicalize
 from engram_core.errors import Code, EngramError
-from engram_core.timefmt import now_ms
 from storage_service import journal
 from storage_service.deps import Deps
 from storage_service.lifecycle import ACCEPTED_CURRENT
@@ -55,7 +54,7 @@ class Reads:
     async def get(self, scope: Scope, record_id: str, head: int | None = None) -> ReadRecord:
         """``head``: the scope's journal head when the caller read it already (with the policy)."""
         head = head if head is not None else await journal.head_cursor(self._d.store, scope)
-        now = now_ms()
+        now = self._d.clock()
         doc = await self._d.store.records.find_one({"_id": record_id, "scope": scope.key})
         if doc is None or doc["state"] != ACCEPTED_CURRENT or not eligible_now(doc, now):
             raise EngramError(Code.NOT_FOUND)

@@ -25,6 +25,7 @@ from storage_service.ledger import GateKey
 from storage_service.mutations import Mutations
 from storage_service.reads import Reads
 from storage_service.store import Scope
+from storage_service.sweeper import MAX_SWEEP, Sweeper
 
 _CURSOR_RE = re.compile(r"^(0|[1-9][0-9]{0,18})\Z")
 SURFACE_RE = re.compile(r"^[a-z_]{1,64}\Z")
@@ -66,6 +67,7 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         self._mutations = Mutations(deps)
         self._admissions = Admissions(deps)
         self._reads = Reads(deps)
+        self._sweeper = Sweeper(deps)
 
     @rpc_boundary
     async def Capture(self, request: storage_pb2.CaptureRequest, context: grpc.aio.ServicerContext) -> storage_pb2.MutationResponse:
@@ -118,9 +120,9 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
     async def GetScopePolicy(self, request: storage_pb2.GetScopePolicyRequest, context: grpc.aio.ServicerContext) -> storage_pb2.ScopePolicyResponse:
         scope = scope_of(request.scope)
         if not request.with_head_cursor:
-            return storage_pb2.ScopePolicyResponse(policy_json=canonicalize(await self._d.policies.get(scope)))
+            return storage_pb2.ScopePolicyResponse(policy_json=canonicalize((await self._d.policies.get(scope)).wire()))
         policy, head = await self._d.policies.with_head(scope)
-        return storage_pb2.ScopePolicyResponse(policy_json=canonicalize(policy), head_cursor=str(head))
+        return storage_pb2.ScopePolicyResponse(policy_json=canonicalize(policy.wire()), head_cursor=str(head))
 
     @rpc_boundary
     async def BeginAdmission(self, request: storage_pb2.BeginAdmissionRequest, context: grpc.aio.ServicerContext) -> storage_pb2.BeginAdmissionResponse:
@@ -138,7 +140,7 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         return storage_pb2.OpenCandidateResponse(
             payload_json=canonicalize(opened.payload),
             evidence_json=canonicalize(opened.evidence),
-            policy_json=canonicalize(opened.policy),
+            policy_json=canonicalize(opened.policy.wire()),
             duplicate_of_record_id=opened.duplicate_of_record_id,
             matches_forgotten=opened.matches_forgotten,
         )
@@ -161,6 +163,12 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
             ],
             head_cursor=str(head),
         )
+
+    @rpc_boundary
+    async def SweepExpired(self, request: storage_pb2.SweepExpiredRequest,
+                           context: grpc.aio.ServicerContext) -> storage_pb2.SweepExpiredResponse:
+        swept = await self._sweeper.sweep(request.limit or MAX_SWEEP)
+        return storage_pb2.SweepExpiredResponse(expired=swept.expired, skipped=swept.skipped, more=swept.more)
 
     @rpc_boundary
     async def FetchRecords(self, request: storage_pb2.FetchRecordsRequest, context: grpc.aio.ServicerContext) -> storage_pb2.FetchRecordsResponse:

@@ -6,15 +6,16 @@ Collections (every scoped document carries ``scope`` = the scope digest, never r
 
 | collection | holds |
 |---|---|
-| ``scopes`` | per scope: journal head cursor and head event digest (the hash chain) |
-| ``policies`` | per scope: the operator policy document (tenant and workspace in clear) |
+| ``scopes`` | per scope: journal head cursor and head event digest (the hash chain), the operator policy |
+| ``policies`` | legacy: where policies lived before (migrated into ``scopes`` at start) |
 | ``journal`` | append-only events, unique ``(scope, cursor)`` |
 | ``candidates`` | encrypted pending candidates, their state and recorded decision |
-| ``records`` | encrypted records and their lifecycle state |
+| ``records`` | encrypted records, their lifecycle state and expiry (``expires_ms`` while sweepable) |
 | ``data_keys`` | one wrapped data key per candidate/record; destroyed on erasure |
 | ``ledger`` | the idempotency ledger (TTL-expired after the retention) |
 | ``outbox`` | effects to publish to Celery (key destruction, projection invalidation) |
 | ``forgotten`` | keyed HMACs of tombstoned payload digests (never content) |
+| ``migrations`` | the data migrations completed at start |
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pymongo.write_concern import WriteConcern
 
 from engram_core.digests import scope_digest
 from engram_core.errors import Code, EngramError
+from engram_core.timefmt import parse_instant
 
 T = TypeVar("T")
 log = logging.getLogger("engram.storage")
@@ -78,6 +80,8 @@ class Store:
         self.forgotten = self.db.forgotten
         # Digests of confirmation jtis storage has spent (storage_service.authority).
         self.confirmations = self.db.confirmations
+        # One document per data migration _migrate has completed.
+        self.migrations = self.db.migrations
 
     @classmethod
     def connect(cls, url: str, db_name: str) -> "Store":
@@ -99,6 +103,8 @@ class Store:
         # Owed rows only (outbox.NOT_DUE): finished rows lose next_attempt_at, the index skips them.
         await self.outbox.create_index([("next_attempt_at", ASCENDING)], sparse=True, name="owed_by_due_time")
         await self.outbox.create_index([("object_id", ASCENDING)])
+        # Records the expiry sweep still owes (storage_service.expiry: unset once out of reach).
+        await self.records.create_index([("expires_ms", ASCENDING)], sparse=True, name="owed_expiry")
         await self._migrate()
 
     async def _migrate(self) -> None:
@@ -111,6 +117,15 @@ class Store:
                 fields = {k: doc[k] for k in ("tenant", "workspace", "policy") if k in doc}
                 await self.scopes.update_one({"_id": doc["_id"]}, {"$set": fields}, upsert=True)
             await self.legacy_policies.delete_one({"_id": doc["_id"]})
+        if await self.migrations.find_one({"_id": "record_expiry_fields"}) is None:
+            # Records written before the sweeper kept their expiry as text only: give the ones
+            # it may still expire the sortable instant its index walks.
+            async for doc in self.records.find({"expires_at": {"$exists": True}, "expires_ms": {"$exists": False},
+                                                "state": {"$in": ["accepted_current", "accepted_disputed", "historical"]}},
+                                               {"expires_at": 1}):
+                await self.records.update_one({"_id": doc["_id"]},
+                                              {"$set": {"expires_ms": parse_instant(doc["expires_at"])}})
+            await self.migrations.update_one({"_id": "record_expiry_fields"}, {"$set": {"done": True}}, upsert=True)
         indexes = await self.outbox.index_information()
         if "state_1_next_attempt_at_1" in indexes:
             await self.outbox.drop_index("state_1_next_attempt_at_1")

@@ -10,8 +10,10 @@ Callers add what is theirs: the agent's mutations their ledger entry and receipt
 The effects are data:
 
 - :data:`DESTROYS_KEY` — the object's data key is destroyed (crypto-erasure): withdraw, tombstone
-  and expire. A record that is only set aside (disputed, historical, trust-invalid) keeps its
-  key: it may come back (resolve, rewind) or be audited until it is tombstoned.
+  and expire — an expire unless the record's retention says ``derivative_rule: retain``
+  (:mod:`storage_service.expiry`). A record that is only set aside (disputed, historical,
+  trust-invalid) keeps its key: it may come back (resolve, rewind) or be audited until it is
+  tombstoned.
 - leaving ``accepted_current``, and every tombstone (whose answer reports the coverage of its
   removal) — the record is dropped from every search replica's memory (``INVALIDATE_PROJECTION``;
   replicas also drop it as they read the journal).
@@ -28,6 +30,7 @@ from engram_core.taskq import DESTROY_KEY, INVALIDATE_PROJECTION
 from storage_service import outbox
 from storage_service.commits import JournalTxn
 from storage_service.deps import Deps
+from storage_service.expiry import DERIVATIVE_RULE, EXPIRES_MS, RETAIN, SWEPT_STATES
 from storage_service.journal import Event
 from storage_service.lifecycle import ACCEPTED_CURRENT, transition
 
@@ -47,10 +50,11 @@ class Moved:
     document: dict[str, Any]
 
 
-def effects(operation: str, from_state: str, to_state: str) -> tuple[str, ...]:
-    """The outbox tasks a move declares (in this order)."""
+def effects(operation: str, from_state: str, to_state: str, *, retain: bool = False) -> tuple[str, ...]:
+    """The outbox tasks a move declares (in this order). ``retain``: the record's retention keeps
+    its content past an expiry (``derivative_rule: retain``)."""
     tasks: list[str] = []
-    if operation in DESTROYS_KEY:
+    if operation in DESTROYS_KEY and not (operation == "expire" and retain):
         tasks.append(DESTROY_KEY)
     if operation in ALWAYS_INVALIDATES or (from_state == ACCEPTED_CURRENT and to_state != ACCEPTED_CURRENT):
         tasks.append(INVALIDATE_PROJECTION)
@@ -69,7 +73,7 @@ class Transitions:
         ``extra``: members set on it with the state (ids and links, never content)."""
         d, scope, session = self._d, txn.scope, txn.session
         collection = d.store.candidates if operation in CANDIDATE_OPERATIONS else d.store.records
-        projection = {"state": 1, "payload_digest": 1, **{name: 1 for name in fields}}
+        projection = {"state": 1, "payload_digest": 1, DERIVATIVE_RULE: 1, **{name: 1 for name in fields}}
         doc = await collection.find_one({"_id": object_id, "scope": scope.key}, projection, session=session)
         if doc is None:
             raise EngramError(Code.NOT_FOUND)
@@ -78,6 +82,8 @@ class Transitions:
         update: dict[str, Any] = {"$set": {"state": target, **(extra or {})}}
         if operation == "withdraw":
             update["$unset"] = {"blob": ""}
+        elif target not in SWEPT_STATES:
+            update["$unset"] = {EXPIRES_MS: ""}  # no longer the sweeper's (its index skips it)
         changed = await collection.update_one({"_id": object_id, "state": from_state}, update, session=session)
         if changed.matched_count != 1:  # moved meanwhile (the group re-runs on a write conflict)
             raise EngramError(Code.ILLEGAL_TRANSITION)
@@ -86,6 +92,6 @@ class Transitions:
             forgotten = d.forgotten_id(scope, doc["payload_digest"])
             await d.store.forgotten.update_one({"_id": forgotten}, {"$setOnInsert": {"scope": scope.key}},
                                                upsert=True, session=session)
-        for task in effects(operation, from_state, target):
+        for task in effects(operation, from_state, target, retain=doc.get(DERIVATIVE_RULE) == RETAIN):
             await outbox.enqueue(d.store, session, task, scope, object_id)
         return Moved(object_id, operation, from_state, target, event, doc)

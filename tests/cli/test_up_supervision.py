@@ -47,7 +47,8 @@ def test_readyz_names_this_run(up: tuple[SpawnedStack, OutputTail]) -> None:
     assert len(state["run_id"]) == 16
     assert readyz(stack.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"]})
     assert state["deployment"] == deployment_for(stack.state_dir)
-    assert set(state["children"]) == {"mongodb", "redis", "storage", "search", "admission", "worker", "gateway"}
+    assert set(state["children"]) == {"mongodb", "redis", "storage", "search", "admission", "worker", "beat",
+                                      "gateway"}
     assert any("redis redis://127.0.0.1:" in line and "(started, AOF in" in line for line in stack.startup_output)
     assert (stack.state_dir / "redis" / "appendonlydir").is_dir()
     # This run's development CA: one identity per service, keys 0600, the CA's key not kept.

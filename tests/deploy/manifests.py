@@ -10,7 +10,9 @@ from .rendering import Doc, Rendered
 COMPONENT = "app.kubernetes.io/component"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
 # The engram processes, each one Deployment running `engram <component>`.
-ENGRAM_COMPONENTS = ("gateway", "storage", "search", "admission", "worker")
+ENGRAM_COMPONENTS = ("gateway", "storage", "search", "admission", "worker", "beat")
+# The ones without a Service: they serve only grpc.health.v1, to kubelet probes.
+UNSERVICED_COMPONENTS = ("worker", "beat")
 CONFIG_MAP = "engram-config"
 
 
@@ -38,7 +40,7 @@ def all_containers(workload: Doc) -> list[dict[str, Any]]:
 
 
 def engram_deployments(rendered: Rendered) -> dict[str, Doc]:
-    """The five engram Deployments by component (those running the engram image)."""
+    """The engram Deployments by component (those running the engram image)."""
     found = {component(d): d for d in rendered.of_kind("Deployment")}
     return {name: found[name] for name in ENGRAM_COMPONENTS if name in found}
 

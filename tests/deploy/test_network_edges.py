@@ -33,7 +33,7 @@ APP_EDGES = {
     ("worker", "search", SEARCH),
     ("admin", "storage", STORAGE),
 }
-REDIS_CLIENTS = ("gateway", "storage", "admission", "worker")
+REDIS_CLIENTS = ("gateway", "storage", "admission", "worker", "beat")
 IN_CLUSTER_EDGES = {
     ("storage", "mongodb", MONGODB),
     ("mongodb", "mongodb", MONGODB),
@@ -58,9 +58,10 @@ EXTRA_PODS = (
     Endpoint("admin", NAMESPACE, {"app.kubernetes.io/part-of": "engram", "app.kubernetes.io/component": "admin"}),
     Endpoint("unlabelled-pod", NAMESPACE),
 )
-# Every port in play, plus one nobody serves (a rule without ports would show up on it).
+# Every port in play (the worker's and beat's health ports and the probe port included: only
+# the kubelet reaches them), plus one nobody serves (a rule without ports would show up on it).
 PORTS = (
-    *(Port(TCP, n) for n in (53, 6379, 8080, 9999, 27017, 50051, 50052, 50053, 50054)),
+    *(Port(TCP, n) for n in (53, 6379, 8080, 9999, 27017, 50051, 50052, 50053, 50054, 50055, 50060)),
     Port("UDP", 53),
 )
 WITH_POLICIES = [c.name for c in COMBINATIONS if NETWORK_POLICIES in c.components]
@@ -87,6 +88,21 @@ def test_network_policies_allow_exactly_the_documented_edges(rendered: dict[str,
     allowed = allowed_edges(manifests.of_kind("NetworkPolicy"), endpoints, PORTS)
     expected = _expected(manifests, endpoints)
     assert (sorted(allowed - expected), sorted(expected - allowed)) == ([], [])
+
+
+@pytest.mark.parametrize("name", WITH_POLICIES)
+def test_beat_reaches_redis_and_dns_only_and_nothing_reaches_it(rendered: dict[str, Rendered], name: str) -> None:
+    manifests = rendered[name]
+    endpoints = _endpoints(manifests)
+    allowed = allowed_edges(manifests.of_kind("NetworkPolicy"), endpoints, PORTS)
+    redis = "managed-redis" if manifests.combination.datastores == EXTERNAL else "redis"
+    dns = {("beat", "kube-dns", port) for port in DNS_PORTS}
+    if any(e.name == redis for e in endpoints):
+        # Redis admits it (its ingress policy, in-cluster) and its egress reaches Redis.
+        assert {e for e in allowed if e[0] == "beat"} == {("beat", redis, REDIS)} | dns
+    else:
+        assert {e for e in allowed if e[0] == "beat"} == dns
+    assert not [e for e in allowed if e[1] == "beat"]
 
 
 @pytest.mark.parametrize("name", WITH_POLICIES)

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 from pydantic_settings import BaseSettings
 
+from admission_worker.beat import BeatSettings
 from admission_worker.settings import AdmissionSettings, WorkerSettings
 from engram_core.crypto import Keyring
 from engram_core.pki import server_name
@@ -32,6 +33,7 @@ SETTINGS: dict[str, type[BaseSettings]] = {
     "search": SearchSettings,
     "admission": AdmissionSettings,
     "worker": WorkerSettings,
+    "beat": BeatSettings,
 }
 DATASTORES = "engram-datastores"
 # Settings read from Secret keys, per process: (Secret, key).
@@ -45,6 +47,7 @@ SECRET_ENV: dict[str, dict[str, tuple[str, str]]] = {
     "search": {"ENGRAM_CURSOR_KEY": ("engram-cursor-key", "key")},
     "admission": {"ENGRAM_REDIS_URL": (DATASTORES, "redis-url")},
     "worker": {"ENGRAM_REDIS_URL": (DATASTORES, "redis-url")},
+    "beat": {"ENGRAM_REDIS_URL": (DATASTORES, "redis-url")},
 }
 # Settings that name a file, per process: the file is a key of a Secret mounted as a volume.
 SECRET_FILES: dict[str, dict[str, tuple[str, str]]] = {
@@ -53,8 +56,10 @@ SECRET_FILES: dict[str, dict[str, tuple[str, str]]] = {
                 "ENGRAM_HOST_REGISTRY": ("engram-host-registry", "host-registry.json")},
 }
 # Each component's service identity on the internal gRPC plane: a whole Secret (ca.crt,
-# tls.crt, tls.key) mounted as the directory ENGRAM_TLS_DIR names.
-TLS_SECRETS = {name: f"engram-tls-{name}" for name in SETTINGS}
+# tls.crt, tls.key) mounted as the directory ENGRAM_TLS_DIR names. Beat is part of the worker
+# plane and wears the worker's identity (as under `engram up`); it has none of its own.
+IDENTITIES = {name: "worker" if name == "beat" else name for name in SETTINGS}
+TLS_SECRETS = {name: f"engram-tls-{identity}" for name, identity in IDENTITIES.items()}
 OPERATOR_SECRETS = {"engram-host-registry", "engram-keyring", "engram-admin-token", "engram-cursor-key", DATASTORES,
                     *TLS_SECRETS.values()}
 IN_CLUSTER_SECRETS = {"engram-mongodb-auth", "engram-redis-auth"}
@@ -188,7 +193,7 @@ def test_dev_secret_files_are_accepted_by_the_processes_and_kept_on_rerun(deploy
     SearchSettings(cursor_key=(directory / "cursor-key").read_text())
     assert len((directory / "admin-token").read_text()) >= 16
     assert len((directory / "mongodb-keyfile").read_text()) <= 1024
-    for name in TLS_SECRETS:
+    for name in set(IDENTITIES.values()):
         assert Transport(directory / "tls" / name).identity == name
         assert stat.S_IMODE((directory / "tls" / name / "tls.key").stat().st_mode) == 0o600
     assert Transport(directory / "tls" / "operator").identity == "operator"

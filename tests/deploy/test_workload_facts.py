@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from admission_worker.beat import BeatSettings
+
 from .manifests import (
     CONFIG_MAP,
     ENGRAM_COMPONENTS,
+    UNSERVICED_COMPONENTS,
     all_containers,
     component,
     container_env,
@@ -20,8 +23,8 @@ from .manifests import (
 )
 from .rendering import Rendered
 
-# The gRPC port of each engram process (the worker's serves only grpc.health.v1).
-GRPC_PORTS = {"storage": 50051, "search": 50052, "admission": 50053, "worker": 50054}
+# The gRPC port of each engram process (the worker's and beat's serve only grpc.health.v1).
+GRPC_PORTS = {"storage": 50051, "search": 50052, "admission": 50053, "worker": 50054, "beat": 50055}
 # The plaintext grpc.health.v1-only port kubelet probes use (they cannot present a certificate).
 PROBE_PORT = 50060
 GATEWAY_PORT = 8080
@@ -112,6 +115,23 @@ def test_engram_deployments_run_the_engram_image_with_their_service_argument(man
         assert spec["enableServiceLinks"] is False, name
 
 
+def test_beat_is_one_replica_that_never_overlaps_itself(manifests: Rendered) -> None:
+    """Every beat schedules every task: exactly one, and a rollout stops it before the next."""
+    beat = engram_deployments(manifests)["beat"]
+    assert beat["spec"]["replicas"] == 1
+    assert beat["spec"]["strategy"] == {"type": "Recreate"}
+    (container,) = pod_spec(beat)["containers"]
+    assert container["args"] == ["beat"]
+    # Its budget never blocks a drain (one replica: it is evicted and starts elsewhere).
+    (budget,) = [b for b in manifests.of_kind("PodDisruptionBudget")
+                 if selector_matches(b["spec"]["selector"], pod_labels(beat))]
+    assert budget["spec"]["maxUnavailable"] == 1 and budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    # The sweep interval it is given is one its settings class accepts (1..86400 s).
+    interval = container_env(manifests, container)["ENGRAM_EXPIRY_SWEEP_SECONDS"]
+    assert interval.kind == "value" and interval.value is not None
+    BeatSettings.model_validate({"expiry_sweep_seconds": interval.value})
+
+
 def test_every_image_is_pinned_to_a_tag_or_digest(manifests: Rendered) -> None:
     for workload in workloads(manifests):
         for container in all_containers(workload):
@@ -127,14 +147,15 @@ def test_termination_grace_exceeds_prestop_plus_the_apps_stop_grace(manifests: R
         stop_grace = float(container_env(manifests, container)["ENGRAM_STOP_GRACE_SECONDS"].value or "nan")
         pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
         assert spec["terminationGracePeriodSeconds"] > pre_stop + stop_grace, name
-        if name != "worker":  # endpoints must drop a Service-backed pod before it stops serving
+        # Endpoints must drop a Service-backed pod before it stops serving.
+        if name not in UNSERVICED_COMPONENTS:
             assert pre_stop > 0, name
 
 
 def test_every_deployment_and_statefulset_has_exactly_one_pdb_selecting_it(manifests: Rendered) -> None:
     budgets = manifests.of_kind("PodDisruptionBudget")
     for workload in manifests.of_kind("Deployment") + manifests.of_kind("StatefulSet"):
-        if workload["spec"].get("replicas", 2) == 1:
+        if workload["kind"] == "StatefulSet" and workload["spec"].get("replicas", 2) == 1:
             continue  # a single-replica store (Redis): a PDB would block drains or do nothing
         matching = [b for b in budgets if selector_matches(b["spec"]["selector"], pod_labels(workload))]
         assert len(matching) == 1, _where(workload)
@@ -158,8 +179,8 @@ def test_services_select_one_component_on_a_named_port(manifests: Rendered) -> N
     services = {s["metadata"]["name"]: s for s in manifests.of_kind("Service")}
     for name, deployment in deployments.items():
         service = services.get(f"engram-{name}")
-        if name == "worker":
-            assert service is None
+        if name in UNSERVICED_COMPONENTS:
+            assert service is None, name
             continue
         assert service is not None, name
         assert selector_matches({"matchLabels": service["spec"]["selector"]}, pod_labels(deployment))

@@ -1,4 +1,4 @@
-"""The end-to-end fixture: the README's ``engram up`` as a real child process (six services:
+"""The end-to-end fixture: the README's ``engram up`` as a real child process (seven services:
 each its own process) against the session's MongoDB-protocol server and Redis."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ def stack(mongo_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFacto
         "ENGRAM_MONGO_DB": f"e2e_{tag}",
         "ENGRAM_REDIS_URL": redis_url,
         "ENGRAM_DEPLOYMENT": f"e2e-{tag}",
+        # The expiry sweep every second (60 by default): an expiry test waits for one.
+        "ENGRAM_EXPIRY_SWEEP_SECONDS": "1",
     }
     try:
         # Two search replicas: every e2e search is spread over both (round robin), so each test

@@ -85,6 +85,21 @@ async def test_context_header_and_source_conflict(stack: RunningStack) -> None:
         assert conflict["error"]["message"] == "Trusted invocation context unavailable"
 
 
+async def test_the_operator_credential_is_no_mcp_context(stack: RunningStack) -> None:
+    """The AdminService's bearer token opens nothing on the agent path: as the context (meta or
+    header, bare or as a bearer) every MCP request is refused as untrusted."""
+    token = (stack.state_dir / "admin-token").read_text().strip()
+    for meta, headers in (({CONTEXT_META_KEY: token}, {}), ({}, {"Engram-Context": token}),
+                          ({}, {"Engram-Context": f"Bearer {token}", "Authorization": f"Bearer {token}"}),
+                          ({}, {"Authorization": f"Bearer {token}"})):
+        refused = _rpc(stack, meta, headers)
+        assert refused["error"]["code"] == -32603, refused
+    async with connect(stack, "http") as memory:
+        with pytest.raises(MCPError) as call:
+            await memory.call(SEARCH, make_search_args("anything", PURPOSE), meta={CONTEXT_META_KEY: token})
+        assert call.value.code == -32603
+
+
 async def test_admission_past_its_deadline_is_outcome_unknown_and_a_retry_collects_it(stack: RunningStack) -> None:
     async with connect(stack, "http") as memory:
         capture = make_capture_args(idempotency_key=f"slow-{uuid.uuid4().hex}", text="Decided while nobody waited.",

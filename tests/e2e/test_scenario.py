@@ -207,7 +207,8 @@ async def test_search_language_is_the_scopes_operator_setting(stack: RunningStac
     its stop words; switching the scope to ``none`` rebuilds the projection without either."""
     tag = uuid.uuid4().hex[:8]
     tenant = f"lang-{tag}"
-    shown = json.loads(stack.admin("enable", "--tenant", tenant, "--workspace", "default", "--language", "de").stdout)
+    shown = json.loads(stack.admin("enable", "--tenant", tenant, "--workspace", "default", "--language", "de",
+                                   "--json").stdout)
     assert shown["policy"]["language"] == "de"
     refused = subprocess.run(
         [sys.executable, "-m", "engram_cli.main", "admin", "--state-dir", str(stack.state_dir), "enable",

@@ -125,25 +125,29 @@ async def rpc_code(call: Any) -> str:
     raise AssertionError("the call succeeded")
 
 
-async def enable(storage: Storage, who: Who, **policy: Any) -> None:
-    await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope),
-                                    metadata=BEARER)
-    if policy:
-        await storage.deps.policies.update(Scope(who.tenant, who.workspace), policy)
+async def enable(storage: Storage, who: Who, **policy: Any) -> int:
+    """Memory on for ``who``'s scope with ``policy``'s members; returns the journal cursor of the
+    last policy change (each is a journal event: a test's own events start after it)."""
+    state = await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope),
+                                            metadata=BEARER)
+    if not policy:
+        return state.change_cursor
+    return (await storage.deps.policies.update(Scope(who.tenant, who.workspace), policy)).cursor
 
 
-def capture_request(who: Who, args: dict[str, Any]) -> storage_pb2.CaptureRequest:
+def capture_request(who: Who, args: dict[str, Any], caller: common_pb2.Caller | None = None) -> storage_pb2.CaptureRequest:
     return storage_pb2.CaptureRequest(
-        caller=who.caller, idempotency_key=args["idempotency_key"],
+        caller=caller or who.caller, idempotency_key=args["idempotency_key"],
         operation_digest=operation_digest("engram_memory_capture", args),
         payload_json=canonicalize(args["payload"]), evidence_json=canonicalize(args["evidence"]),
     )
 
 
-async def capture(storage: Storage, who: Who, text: str = "A decision worth keeping.", **kw: Any) -> dict[str, Any]:
+async def capture(storage: Storage, who: Who, text: str = "A decision worth keeping.",
+                  caller: common_pb2.Caller | None = None, **kw: Any) -> dict[str, Any]:
     args = make_capture_args(idempotency_key=kw.pop("idempotency_key", None) or key("cap"), text=text,
                              purpose_ref=PURPOSE, **kw)
-    reply = await storage.stub.Capture(capture_request(who, args))
+    reply = await storage.stub.Capture(capture_request(who, args, caller))
     return json.loads(reply.value_json)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from engram_api.admin.v1 import admin_pb2
 from engram_api.storage.v1 import storage_pb2
+from engram_core.access import GRANTS
 from engram_core.schemas.tools import TOOL_NAMES
 from tests.storage.helpers import ADMIN_TOKEN, BEARER, Storage, Who
 
@@ -20,6 +21,26 @@ async def test_calls_without_the_operator_credential_are_refused(storage: Storag
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await storage.admin.EnableScope(admin_pb2.EnableScopeRequest(scope=who.scope), metadata=metadata)
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    policy = await storage.stub.GetScopePolicy(storage_pb2.GetScopePolicyRequest(scope=who.scope))
+    assert json.loads(policy.policy_json)["enabled"] is False
+
+
+ADMIN_METHODS = [m.rsplit("/", 1)[1] for m in GRANTS["operator"]]
+
+
+@pytest.mark.parametrize("method", ADMIN_METHODS)
+async def test_a_host_context_opens_no_admin_method(storage: Storage, method: str) -> None:
+    """An agent's credential — a valid host-signed invocation context with every tool — is not
+    the operator's, whichever way it is sent: every AdminService method refuses it."""
+    who = Who()
+    context = who.caller.context_token
+    request_type = getattr(admin_pb2, f"{method}Request")
+    call = getattr(storage.admin, method)
+    for metadata in ((("authorization", f"Bearer {context}"),), (("engram-context", context),),
+                     (("authorization", context),)):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call(request_type(scope=who.scope), metadata=metadata)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, method
     policy = await storage.stub.GetScopePolicy(storage_pb2.GetScopePolicyRequest(scope=who.scope))
     assert json.loads(policy.policy_json)["enabled"] is False
 

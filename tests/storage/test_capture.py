@@ -18,7 +18,7 @@ DAY_MS = 86_400_000
 
 async def test_capture_commits_an_encrypted_pending_candidate(storage: Storage) -> None:
     who = Who()
-    await enable(storage, who)
+    base = await enable(storage, who)
     secret_text = "The quokka protocol uses port 7411 for the blue channel."
     idem = key("cap")
     answer = await capture(storage, who, secret_text, idempotency_key=idem)
@@ -26,7 +26,7 @@ async def test_capture_commits_an_encrypted_pending_candidate(storage: Storage) 
     assert answer["candidate_id"] == candidate_id_from_digest(capture_identity_digest(who.tenant, who.workspace, who.principal, idem))
     assert is_candidate_id_strict(answer["candidate_id"])
     assert is_digest(answer["record_digest"]) and is_digest(answer["transaction_receipt_digest"])
-    assert answer["cursor"] == "1"
+    assert answer["cursor"] == str(base + 1)
     # Nothing of the text is stored in clear anywhere in the database.
     db = storage.deps.store.db
     for name in await db.list_collection_names():
@@ -42,8 +42,9 @@ async def test_replay_returns_the_first_answer_as_duplicate_exact(storage: Stora
     again = await storage.stub.Capture(capture_request(who, args))
     assert again.replayed is True
     assert json.loads(again.value_json) == {**first, "status": "duplicate_exact"}
-    # No second journal event was written.
-    assert await storage.deps.store.journal.count_documents({"scope": Scope(who.tenant, who.workspace).key}) == 1
+    # No second journal event was written (the other is the enable's policy change).
+    assert await storage.deps.store.journal.count_documents({"scope": Scope(who.tenant, who.workspace).key,
+                                                             "operation": "capture"}) == 1
 
 
 async def test_same_key_other_content_is_a_digest_conflict(storage: Storage) -> None:
@@ -57,13 +58,13 @@ async def test_same_key_other_content_is_a_digest_conflict(storage: Storage) -> 
 
 async def test_keys_are_scoped_to_the_principal(storage: Storage) -> None:
     who = Who()
-    await enable(storage, who)
+    base = await enable(storage, who)
     idem = key("cap")
     a = await capture(storage, who, "Ada's note.", idempotency_key=idem)
     b = await capture(storage, who.other_principal("user:bob"), "Bob's note.", idempotency_key=idem)
     assert a["status"] == b["status"] == "committed_pending"
     assert a["candidate_id"] != b["candidate_id"]
-    assert (a["cursor"], b["cursor"]) == ("1", "2")
+    assert (a["cursor"], b["cursor"]) == (str(base + 1), str(base + 2))
 
 
 async def test_capture_in_a_disabled_scope_is_unauthorized(storage: Storage) -> None:

@@ -96,7 +96,7 @@ async def test_an_idle_search_reads_no_journal(storage: Storage) -> None:
 
     async def search() -> list[str]:
         view = await projections.policy(who.tenant, who.workspace)
-        projection = await projections.current(who.tenant, who.workspace, view.policy["language"], view.head)
+        projection = await projections.current(who.tenant, who.workspace, view.policy.language, view.head)
         return sorted(projection.records)
 
     assert await search() == first

@@ -46,14 +46,14 @@ async def test_a_records_states_over_time(storage: Storage) -> None:
 
 async def test_the_chain_verifies_and_an_altered_event_is_found(storage: Storage) -> None:
     who = Who()
-    await enable(storage, who)
+    assert await enable(storage, who) == 1  # the policy change is event 1
     for i in range(3):
         await accepted_record(storage, who, f"Chained event source {i}.")
     intact = await verify(storage, who)
-    assert intact == {"ok": True, "events": 6, "head": 6}
-    await storage.deps.store.journal.update_one({"scope": Scope(who.tenant, who.workspace).key, "cursor": 4},
+    assert intact == {"ok": True, "events": 7, "head": 7}
+    await storage.deps.store.journal.update_one({"scope": Scope(who.tenant, who.workspace).key, "cursor": 5},
                                                 {"$set": {"to_state": "rejected"}})
     broken = await verify(storage, who)
-    assert broken == {"ok": False, "events": 3, "head": 6, "first_bad_cursor": 4, "problem": "digest"}
+    assert broken == {"ok": False, "events": 4, "head": 7, "first_bad_cursor": 5, "problem": "digest"}
     empty = await verify(storage, Who())
     assert empty == {"ok": True, "events": 0, "head": 0}

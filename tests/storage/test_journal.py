@@ -19,22 +19,22 @@ CONCURRENT = 24
 
 async def test_concurrent_writers_get_dense_cursors_and_a_valid_chain(storage: Storage) -> None:
     who = Who()
-    await enable(storage, who)
+    base = await enable(storage, who)
     answers = await asyncio.gather(*(capture(storage, who, f"Concurrent note {i}.") for i in range(CONCURRENT)))
-    assert sorted(int(a["cursor"]) for a in answers) == list(range(1, CONCURRENT + 1))
+    assert sorted(int(a["cursor"]) for a in answers) == list(range(base + 1, base + CONCURRENT + 1))
     scope = Scope(who.tenant, who.workspace)
     assert await journal.verify_chain(storage.deps.store, scope)
-    assert await journal.head_cursor(storage.deps.store, scope) == CONCURRENT
+    assert await journal.head_cursor(storage.deps.store, scope) == base + CONCURRENT
 
 
 async def test_a_refused_transition_takes_no_cursor(storage: Storage) -> None:
     who = Who()
-    await enable(storage, who)
+    base = await enable(storage, who)
     candidate_id = (await capture(storage, who, "Once."))["candidate_id"]
     await storage.stub.Withdraw(transition_request(who, "engram_memory_withdraw", candidate_id))
     assert await rpc_code(storage.stub.Withdraw(transition_request(who, "engram_memory_withdraw", candidate_id))) == "ALREADY_TERMINAL"
     after = await capture(storage, who, "Twice.")
-    assert after["cursor"] == "3"
+    assert after["cursor"] == str(base + 3)
 
 
 async def test_tampering_breaks_the_chain(storage: Storage) -> None:
@@ -50,9 +50,12 @@ async def test_tampering_breaks_the_chain(storage: Storage) -> None:
 
 async def test_read_journal_pages_after_a_cursor(storage: Storage) -> None:
     who = Who()
-    await enable(storage, who)
-    for i in range(5):
+    assert await enable(storage, who) == 1  # cursor 1: the enable's policy change
+    for i in range(4):
         await capture(storage, who, f"Paged {i}.")
+    first = await storage.stub.ReadJournal(storage_pb2.ReadJournalRequest(scope=who.scope, after_cursor="0", limit=1))
+    assert [(e.operation, e.object_id, e.from_state, e.to_state) for e in first.events] == [
+        ("policy_change", "policy", "0", "1")]
     page = await storage.stub.ReadJournal(storage_pb2.ReadJournalRequest(scope=who.scope, after_cursor="2", limit=2))
     assert [e.cursor for e in page.events] == ["3", "4"] and page.head_cursor == "5"
     assert all(e.operation == "capture" and e.to_state == "pending" for e in page.events)
@@ -90,7 +93,7 @@ async def test_a_failing_write_fails_alone_and_takes_no_cursor(storage: Storage)
     """Illegal moves and conflicting replays queued among good writes: each fails with its
     own code, the others commit, and the cursors stay dense."""
     who = Who()
-    await enable(storage, who)
+    base = await enable(storage, who)
     first = await capture(storage, who, "The original.", idempotency_key="same-key-0001")
     candidate_id = first["candidate_id"]
     withdraws = [storage.stub.Withdraw(transition_request(who, "engram_memory_withdraw", candidate_id))
@@ -102,13 +105,13 @@ async def test_a_failing_write_fails_alone_and_takes_no_cursor(storage: Storage)
     assert sorted(codes[:3]) == ["ALREADY_TERMINAL", "ALREADY_TERMINAL", "ok"]
     assert codes[3] == "DIGEST_CONFLICT" and codes[4:] == ["ok"] * 6
     scope = Scope(who.tenant, who.workspace)
-    assert await journal.head_cursor(storage.deps.store, scope) == 1 + 1 + 6
+    assert await journal.head_cursor(storage.deps.store, scope) == base + 1 + 1 + 6
     assert await journal.verify_chain(storage.deps.store, scope)
 
 
 async def test_a_body_that_raises_is_isolated_in_its_group(storage: Storage) -> None:
     who = Who()
-    await enable(storage, who)
+    base = await enable(storage, who)
     scope = Scope(who.tenant, who.workspace)
 
     async def good(txn: JournalTxn) -> int:
@@ -121,7 +124,7 @@ async def test_a_body_that_raises_is_isolated_in_its_group(storage: Storage) -> 
     results = await asyncio.gather(*(storage.deps.commits.run(scope, broken if i % 3 == 1 else good)
                                      for i in range(9)), return_exceptions=True)
     assert [isinstance(r, ValueError) for r in results] == [i % 3 == 1 for i in range(9)]
-    assert sorted(r for r in results if isinstance(r, int)) == list(range(1, 7))
+    assert sorted(r for r in results if isinstance(r, int)) == list(range(base + 1, base + 7))
     assert await journal.verify_chain(storage.deps.store, scope)
 
 
@@ -135,10 +138,10 @@ async def test_two_storage_processes_write_one_scope_densely(storage: Storage) -
         other = Storage(storage_pb2_grpc.StorageServiceStub(chan), storage.admin, _deps,
                         f"127.0.0.1:{second.port}", storage.settings)
         who = Who()
-        await enable(storage, who)
+        base = await enable(storage, who)
         answers = await asyncio.gather(*(capture(storage if i % 2 else other, who, f"Replica note {i}.")
                                          for i in range(CONCURRENT)))
-        assert sorted(int(a["cursor"]) for a in answers) == list(range(1, CONCURRENT + 1))
+        assert sorted(int(a["cursor"]) for a in answers) == list(range(base + 1, base + CONCURRENT + 1))
         assert await journal.verify_chain(storage.deps.store, Scope(who.tenant, who.workspace))
     finally:
         await chan.close()

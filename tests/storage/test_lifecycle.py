@@ -22,17 +22,17 @@ WITHDRAW, FORGET = "engram_memory_withdraw", "engram_memory_forget"
 
 async def test_accept_makes_a_readable_record(storage: Storage) -> None:
     who = Who()
-    await enable(storage, who)
+    base = await enable(storage, who)
     captured = await capture(storage, who, "Accepted text for get.")
     outcome = await admit(storage, who, captured["candidate_id"])
     assert outcome["status"] == "accepted" and is_record_id_strict(outcome["record_id"])
-    assert outcome["cursor"] == "2"
+    assert outcome["cursor"] == str(base + 2)
     got = await storage.stub.GetRecord(storage_pb2.GetRecordRequest(caller=who.caller, record_id=outcome["record_id"]))
     record = json.loads(got.record_json)
     assert record["record_digest"] == captured["record_digest"] == got.record_digest
     assert record["components"][0]["text"] == "Accepted text for get."
     assert record["trust"] == "asserted"
-    assert got.validated_through_cursor == "2"
+    assert got.validated_through_cursor == str(base + 2)
 
 
 async def test_decided_candidate_replays_its_decision_for_any_key(storage: Storage) -> None:

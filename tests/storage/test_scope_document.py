@@ -1,5 +1,5 @@
 """A scope's policy and journal head live in one document: GetScopePolicy with the head is one
-read, a policy set before the first event and events appended after it share the document, and
+read, a policy change is itself a journal event in the same document, and
 a database whose policies are still in the legacy ``policies`` collection is migrated at start
 (a newer policy already in the scope document wins)."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from engram_api.storage.v1 import storage_pb2
+from engram_core.policy import ScopePolicy
 from storage_service.store import Scope
 from tests.storage.helpers import Storage, Who, accepted_record, enable
 
@@ -17,10 +18,10 @@ async def test_policy_and_head_are_one_document(storage: Storage) -> None:
     scope = Scope(who.tenant, who.workspace)
     await enable(storage, who, language="de")  # the document exists before any event
     doc = await storage.deps.store.scopes.find_one({"_id": scope.key})
-    assert doc is not None and doc["policy"]["language"] == "de" and "head" not in doc
+    assert doc is not None and doc["policy"]["language"] == "de" and doc["head"] == 2  # two policy changes
     await accepted_record(storage, who, "Der Pegel steht bei drei Metern.")
     doc = await storage.deps.store.scopes.find_one({"_id": scope.key})
-    assert doc["policy"]["language"] == "de" and doc["head"] >= 2  # capture + admission events
+    assert doc["policy"]["language"] == "de" and doc["head"] == 4  # and capture, admission
     reply = await storage.stub.GetScopePolicy(storage_pb2.GetScopePolicyRequest(scope=who.scope,
                                                                                 with_head_cursor=True))
     assert int(reply.head_cursor) == doc["head"] and json.loads(reply.policy_json)["language"] == "de"
@@ -47,9 +48,8 @@ async def test_legacy_policies_move_into_the_scope_document(storage: Storage) ->
     await store.legacy_policies.insert_one({"_id": kept_scope.key, "policy": {**legacy, "version": 1}})
     await store.ensure_indexes()
     await store.ensure_indexes()  # idempotent
-    assert await storage.deps.policies.get(moved_scope) == {**(await storage.deps.policies.get(Scope("x", "y"))),
-                                                           **legacy}
-    assert (await storage.deps.policies.get(kept_scope))["language"] == "de"
+    assert await storage.deps.policies.get(moved_scope) == ScopePolicy.from_stored(legacy)
+    assert (await storage.deps.policies.get(kept_scope)).language == "de"
     assert await store.legacy_policies.count_documents({}) == 0
     doc = await store.scopes.find_one({"_id": moved_scope.key})
     assert (doc["tenant"], doc["workspace"]) == (moved.tenant, moved.workspace)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from engram_api.common.v1 import common_pb2 as engram__api_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram_api/admin/v1/admin.proto\x12\x0f\x65ngram.admin.v1\x1a!engram_api/common/v1/common.proto\"Q\n\x14ObjectHistoryRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\tobject_id\x18\x02 \x01(\t\">\n\x14VerifyJournalRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"\"\n\x0cJsonResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"g\n\x12ListPendingRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x1a\n\x12\x61\x66ter_candidate_id\x18\x03 \x01(\t\".\n\x13ListPendingResponse\x12\x17\n\x0f\x63\x61ndidates_json\x18\x01 \x01(\x0c\"w\n\x11\x41\x64judicateRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x03 \x01(\t\x12\x12\n\nreason_ref\x18\x04 \x01(\t\"*\n\x12\x41\x64judicateResponse\x12\x14\n\x0coutcome_json\x18\x01 \x01(\x0c\"\xa8\x01\n\x17TransitionRecordRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x11\n\toperation\x18\x03 \x01(\t\x12\x10\n\x08to_state\x18\x04 \x01(\t\x12\x19\n\x11related_record_id\x18\x05 \x01(\t\x12\x12\n\nreason_ref\x18\x06 \x01(\t\".\n\x18TransitionRecordResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"|\n\x12\x45nableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05tools\x18\x02 \x03(\t\x12\x1d\n\x15\x63onfirmation_required\x18\x03 \x03(\t\x12\x10\n\x08language\x18\x04 \x01(\t\"=\n\x13\x44isableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"9\n\x0fGetScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"Z\n\nScopeState\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x13\n\x0bpolicy_json\x18\x03 \x01(\x0c\x32\xc5\x05\n\x0c\x41\x64minService\x12O\n\x0b\x45nableScope\x12#.engram.admin.v1.EnableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12Q\n\x0c\x44isableScope\x12$.engram.admin.v1.DisableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12I\n\x08GetScope\x12 .engram.admin.v1.GetScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12g\n\x10TransitionRecord\x12(.engram.admin.v1.TransitionRecordRequest\x1a).engram.admin.v1.TransitionRecordResponse\x12X\n\x0bListPending\x12#.engram.admin.v1.ListPendingRequest\x1a$.engram.admin.v1.ListPendingResponse\x12U\n\nAdjudicate\x12\".engram.admin.v1.AdjudicateRequest\x1a#.engram.admin.v1.AdjudicateResponse\x12U\n\rObjectHistory\x12%.engram.admin.v1.ObjectHistoryRequest\x1a\x1d.engram.admin.v1.JsonResponse\x12U\n\rVerifyJournal\x12%.engram.admin.v1.VerifyJournalRequest\x1a\x1d.engram.admin.v1.JsonResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram_api/admin/v1/admin.proto\x12\x0f\x65ngram.admin.v1\x1a!engram_api/common/v1/common.proto\"Q\n\x14ObjectHistoryRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\tobject_id\x18\x02 \x01(\t\">\n\x14VerifyJournalRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"\"\n\x0cJsonResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"g\n\x12ListPendingRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x1a\n\x12\x61\x66ter_candidate_id\x18\x03 \x01(\t\".\n\x13ListPendingResponse\x12\x17\n\x0f\x63\x61ndidates_json\x18\x01 \x01(\x0c\"w\n\x11\x41\x64judicateRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x03 \x01(\t\x12\x12\n\nreason_ref\x18\x04 \x01(\t\"j\n\x16RevealCandidateRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\x12\x12\n\nreason_ref\x18\x03 \x01(\t\"*\n\x12\x41\x64judicateResponse\x12\x14\n\x0coutcome_json\x18\x01 \x01(\x0c\"\xa8\x01\n\x17TransitionRecordRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x11\n\toperation\x18\x03 \x01(\t\x12\x10\n\x08to_state\x18\x04 \x01(\t\x12\x19\n\x11related_record_id\x18\x05 \x01(\t\x12\x12\n\nreason_ref\x18\x06 \x01(\t\".\n\x18TransitionRecordResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"\xc3\x01\n\x12\x45nableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05tools\x18\x02 \x03(\t\x12\x1d\n\x15\x63onfirmation_required\x18\x03 \x03(\t\x12\x10\n\x08language\x18\x04 \x01(\t\x12\x1d\n\x10\x65xpected_version\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12\x11\n\tactor_ref\x18\x06 \x01(\tB\x13\n\x11_expected_version\"\x84\x01\n\x13\x44isableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x1d\n\x10\x65xpected_version\x18\x02 \x01(\x04H\x00\x88\x01\x01\x12\x11\n\tactor_ref\x18\x03 \x01(\tB\x13\n\x11_expected_version\"\x9a\x01\n\x13UpdatePolicyRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63hanges_json\x18\x02 \x01(\x0c\x12\x1d\n\x10\x65xpected_version\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x11\n\tactor_ref\x18\x04 \x01(\tB\x13\n\x11_expected_version\"9\n\x0fGetScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"\x9b\x01\n\nScopeState\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x13\n\x0bpolicy_json\x18\x03 \x01(\x0c\x12\x0f\n\x07version\x18\x04 \x01(\x04\x12\x15\n\rchange_cursor\x18\x05 \x01(\x04\x12\x17\n\x0f\x63hanged_members\x18\x06 \x03(\t2\xf3\x06\n\x0c\x41\x64minService\x12O\n\x0b\x45nableScope\x12#.engram.admin.v1.EnableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12Q\n\x0c\x44isableScope\x12$.engram.admin.v1.DisableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12I\n\x08GetScope\x12 .engram.admin.v1.GetScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12Q\n\x0cUpdatePolicy\x12$.engram.admin.v1.UpdatePolicyRequest\x1a\x1b.engram.admin.v1.ScopeState\x12g\n\x10TransitionRecord\x12(.engram.admin.v1.TransitionRecordRequest\x1a).engram.admin.v1.TransitionRecordResponse\x12X\n\x0bListPending\x12#.engram.admin.v1.ListPendingRequest\x1a$.engram.admin.v1.ListPendingResponse\x12U\n\nAdjudicate\x12\".engram.admin.v1.AdjudicateRequest\x1a#.engram.admin.v1.AdjudicateResponse\x12Y\n\x0fRevealCandidate\x12\'.engram.admin.v1.RevealCandidateRequest\x1a\x1d.engram.admin.v1.JsonResponse\x12U\n\rObjectHistory\x12%.engram.admin.v1.ObjectHistoryRequest\x1a\x1d.engram.admin.v1.JsonResponse\x12U\n\rVerifyJournal\x12%.engram.admin.v1.VerifyJournalRequest\x1a\x1d.engram.admin.v1.JsonResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,20 +44,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTPENDINGRESPONSE']._serialized_end=421
   _globals['_ADJUDICATEREQUEST']._serialized_start=423
   _globals['_ADJUDICATEREQUEST']._serialized_end=542
-  _globals['_ADJUDICATERESPONSE']._serialized_start=544
-  _globals['_ADJUDICATERESPONSE']._serialized_end=586
-  _globals['_TRANSITIONRECORDREQUEST']._serialized_start=589
-  _globals['_TRANSITIONRECORDREQUEST']._serialized_end=757
-  _globals['_TRANSITIONRECORDRESPONSE']._serialized_start=759
-  _globals['_TRANSITIONRECORDRESPONSE']._serialized_end=805
-  _globals['_ENABLESCOPEREQUEST']._serialized_start=807
-  _globals['_ENABLESCOPEREQUEST']._serialized_end=931
-  _globals['_DISABLESCOPEREQUEST']._serialized_start=933
-  _globals['_DISABLESCOPEREQUEST']._serialized_end=994
-  _globals['_GETSCOPEREQUEST']._serialized_start=996
-  _globals['_GETSCOPEREQUEST']._serialized_end=1053
-  _globals['_SCOPESTATE']._serialized_start=1055
-  _globals['_SCOPESTATE']._serialized_end=1145
-  _globals['_ADMINSERVICE']._serialized_start=1148
-  _globals['_ADMINSERVICE']._serialized_end=1857
+  _globals['_REVEALCANDIDATEREQUEST']._serialized_start=544
+  _globals['_REVEALCANDIDATEREQUEST']._serialized_end=650
+  _globals['_ADJUDICATERESPONSE']._serialized_start=652
+  _globals['_ADJUDICATERESPONSE']._serialized_end=694
+  _globals['_TRANSITIONRECORDREQUEST']._serialized_start=697
+  _globals['_TRANSITIONRECORDREQUEST']._serialized_end=865
+  _globals['_TRANSITIONRECORDRESPONSE']._serialized_start=867
+  _globals['_TRANSITIONRECORDRESPONSE']._serialized_end=913
+  _globals['_ENABLESCOPEREQUEST']._serialized_start=916
+  _globals['_ENABLESCOPEREQUEST']._serialized_end=1111
+  _globals['_DISABLESCOPEREQUEST']._serialized_start=1114
+  _globals['_DISABLESCOPEREQUEST']._serialized_end=1246
+  _globals['_UPDATEPOLICYREQUEST']._serialized_start=1249
+  _globals['_UPDATEPOLICYREQUEST']._serialized_end=1403
+  _globals['_GETSCOPEREQUEST']._serialized_start=1405
+  _globals['_GETSCOPEREQUEST']._serialized_end=1462
+  _globals['_SCOPESTATE']._serialized_start=1465
+  _globals['_SCOPESTATE']._serialized_end=1620
+  _globals['_ADMINSERVICE']._serialized_start=1623
+  _globals['_ADMINSERVICE']._serialized_end=2506
 # @@protoc_insertion_point(module_scope)

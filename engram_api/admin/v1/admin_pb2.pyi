@@ -55,6 +55,16 @@ class AdjudicateRequest(_message.Message):
     reason_ref: str
     def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., candidate_id: _Optional[str] = ..., decision: _Optional[str] = ..., reason_ref: _Optional[str] = ...) -> None: ...
 
+class RevealCandidateRequest(_message.Message):
+    __slots__ = ("scope", "candidate_id", "reason_ref")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_REF_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    candidate_id: str
+    reason_ref: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., candidate_id: _Optional[str] = ..., reason_ref: _Optional[str] = ...) -> None: ...
+
 class AdjudicateResponse(_message.Message):
     __slots__ = ("outcome_json",)
     OUTCOME_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -84,22 +94,42 @@ class TransitionRecordResponse(_message.Message):
     def __init__(self, value_json: _Optional[bytes] = ...) -> None: ...
 
 class EnableScopeRequest(_message.Message):
-    __slots__ = ("scope", "tools", "confirmation_required", "language")
+    __slots__ = ("scope", "tools", "confirmation_required", "language", "expected_version", "actor_ref")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     CONFIRMATION_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_REF_FIELD_NUMBER: _ClassVar[int]
     scope: _common_pb2.Scope
     tools: _containers.RepeatedScalarFieldContainer[str]
     confirmation_required: _containers.RepeatedScalarFieldContainer[str]
     language: str
-    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., tools: _Optional[_Iterable[str]] = ..., confirmation_required: _Optional[_Iterable[str]] = ..., language: _Optional[str] = ...) -> None: ...
+    expected_version: int
+    actor_ref: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., tools: _Optional[_Iterable[str]] = ..., confirmation_required: _Optional[_Iterable[str]] = ..., language: _Optional[str] = ..., expected_version: _Optional[int] = ..., actor_ref: _Optional[str] = ...) -> None: ...
 
 class DisableScopeRequest(_message.Message):
-    __slots__ = ("scope",)
+    __slots__ = ("scope", "expected_version", "actor_ref")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_REF_FIELD_NUMBER: _ClassVar[int]
     scope: _common_pb2.Scope
-    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ...) -> None: ...
+    expected_version: int
+    actor_ref: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., expected_version: _Optional[int] = ..., actor_ref: _Optional[str] = ...) -> None: ...
+
+class UpdatePolicyRequest(_message.Message):
+    __slots__ = ("scope", "changes_json", "expected_version", "actor_ref")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_JSON_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_REF_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    changes_json: bytes
+    expected_version: int
+    actor_ref: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., changes_json: _Optional[bytes] = ..., expected_version: _Optional[int] = ..., actor_ref: _Optional[str] = ...) -> None: ...
 
 class GetScopeRequest(_message.Message):
     __slots__ = ("scope",)
@@ -108,11 +138,17 @@ class GetScopeRequest(_message.Message):
     def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ...) -> None: ...
 
 class ScopeState(_message.Message):
-    __slots__ = ("scope", "enabled", "policy_json")
+    __slots__ = ("scope", "enabled", "policy_json", "version", "change_cursor", "changed_members")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     POLICY_JSON_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     scope: _common_pb2.Scope
     enabled: bool
     policy_json: bytes
-    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., enabled: _Optional[bool] = ..., policy_json: _Optional[bytes] = ...) -> None: ...
+    version: int
+    change_cursor: int
+    changed_members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., enabled: _Optional[bool] = ..., policy_json: _Optional[bytes] = ..., version: _Optional[int] = ..., change_cursor: _Optional[int] = ..., changed_members: _Optional[_Iterable[str]] = ...) -> None: ...

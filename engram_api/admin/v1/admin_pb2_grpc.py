@@ -49,6 +49,11 @@ class AdminServiceStub:
                 request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.GetScopeRequest.SerializeToString,
                 response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ScopeState.FromString,
                 _registered_method=True)
+        self.UpdatePolicy = channel.unary_unary(
+                '/engram.admin.v1.AdminService/UpdatePolicy',
+                request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.UpdatePolicyRequest.SerializeToString,
+                response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ScopeState.FromString,
+                _registered_method=True)
         self.TransitionRecord = channel.unary_unary(
                 '/engram.admin.v1.AdminService/TransitionRecord',
                 request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.TransitionRecordRequest.SerializeToString,
@@ -63,6 +68,11 @@ class AdminServiceStub:
                 '/engram.admin.v1.AdminService/Adjudicate',
                 request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateRequest.SerializeToString,
                 response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateResponse.FromString,
+                _registered_method=True)
+        self.RevealCandidate = channel.unary_unary(
+                '/engram.admin.v1.AdminService/RevealCandidate',
+                request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.RevealCandidateRequest.SerializeToString,
+                response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
                 _registered_method=True)
         self.ObjectHistory = channel.unary_unary(
                 '/engram.admin.v1.AdminService/ObjectHistory',
@@ -97,6 +107,13 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdatePolicy(self, request, context):
+        """Change members of the scope's policy (validated, compare-and-set, one journal event).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TransitionRecord(self, request, context):
         """An operator lifecycle move on a record (SPEC §6): dispute, resolve_dispute, supersede,
         mark_non_current, rewind, expire, trust_invalidate, tombstone.
@@ -114,6 +131,13 @@ class AdminServiceServicer:
 
     def Adjudicate(self, request, context):
         """An operator's decision on a held candidate: accept or reject.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevealCandidate(self, request, context):
+        """A held candidate's plaintext, where the scope's policy sets reveal_pending; journaled.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -151,6 +175,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.GetScopeRequest.FromString,
                     response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ScopeState.SerializeToString,
             ),
+            'UpdatePolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdatePolicy,
+                    request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.UpdatePolicyRequest.FromString,
+                    response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.ScopeState.SerializeToString,
+            ),
             'TransitionRecord': grpc.unary_unary_rpc_method_handler(
                     servicer.TransitionRecord,
                     request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.TransitionRecordRequest.FromString,
@@ -165,6 +194,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.Adjudicate,
                     request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateRequest.FromString,
                     response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateResponse.SerializeToString,
+            ),
+            'RevealCandidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevealCandidate,
+                    request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.RevealCandidateRequest.FromString,
+                    response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.SerializeToString,
             ),
             'ObjectHistory': grpc.unary_unary_rpc_method_handler(
                     servicer.ObjectHistory,
@@ -269,6 +303,33 @@ class AdminService:
             _registered_method=True)
 
     @staticmethod
+    def UpdatePolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.admin.v1.AdminService/UpdatePolicy',
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.UpdatePolicyRequest.SerializeToString,
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.ScopeState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def TransitionRecord(request,
             target,
             options=(),
@@ -339,6 +400,33 @@ class AdminService:
             '/engram.admin.v1.AdminService/Adjudicate',
             engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateRequest.SerializeToString,
             engram__api_dot_admin_dot_v1_dot_admin__pb2.AdjudicateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevealCandidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.admin.v1.AdminService/RevealCandidate',
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.RevealCandidateRequest.SerializeToString,
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
             options,
             channel_credentials,
             insecure,

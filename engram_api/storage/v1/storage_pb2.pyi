@@ -248,3 +248,19 @@ class OutboxItem(_message.Message):
     object_id: str
     state: str
     def __init__(self, outbox_id: _Optional[str] = ..., task: _Optional[str] = ..., scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., object_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class SweepExpiredRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class SweepExpiredResponse(_message.Message):
+    __slots__ = ("expired", "skipped", "more")
+    EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    expired: int
+    skipped: int
+    more: bool
+    def __init__(self, expired: _Optional[int] = ..., skipped: _Optional[int] = ..., more: _Optional[bool] = ...) -> None: ...

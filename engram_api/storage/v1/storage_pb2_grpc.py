@@ -99,6 +99,11 @@ class StorageServiceStub:
                 request_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.GetOutboxItemRequest.SerializeToString,
                 response_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.OutboxItem.FromString,
                 _registered_method=True)
+        self.SweepExpired = channel.unary_unary(
+                '/engram.storage.v1.StorageService/SweepExpired',
+                request_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.SweepExpiredRequest.SerializeToString,
+                response_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.SweepExpiredResponse.FromString,
+                _registered_method=True)
 
 
 class StorageServiceServicer:
@@ -191,6 +196,13 @@ class StorageServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SweepExpired(self, request, context):
+        """Worker (the expiry sweep): expire records whose expires_at has passed on storage's clock.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -258,6 +270,11 @@ def add_StorageServiceServicer_to_server(servicer, server):
                     servicer.GetOutboxItem,
                     request_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.GetOutboxItemRequest.FromString,
                     response_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.OutboxItem.SerializeToString,
+            ),
+            'SweepExpired': grpc.unary_unary_rpc_method_handler(
+                    servicer.SweepExpired,
+                    request_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.SweepExpiredRequest.FromString,
+                    response_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.SweepExpiredResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -611,6 +628,33 @@ class StorageService:
             '/engram.storage.v1.StorageService/GetOutboxItem',
             engram__api_dot_storage_dot_v1_dot_storage__pb2.GetOutboxItemRequest.SerializeToString,
             engram__api_dot_storage_dot_v1_dot_storage__pb2.OutboxItem.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SweepExpired(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.storage.v1.StorageService/SweepExpired',
+            engram__api_dot_storage_dot_v1_dot_storage__pb2.SweepExpiredRequest.SerializeToString,
+            engram__api_dot_storage_dot_v1_dot_storage__pb2.SweepExpiredResponse.FromString,
             options,
             channel_credentials,
             insecure,

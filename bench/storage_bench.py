@@ -4,7 +4,9 @@ server (SecantusDB, its own process, unless --mongo-url), with no gateway in fro
     python bench/storage_bench.py [--records 1000] [--concurrency 4] [--json]
 
 Measures capture (encrypt + journal + ledger in one transaction), admission (begin, open,
-commit: decrypt, seal the record, journal), get, a journal page of 1,000 events and forget.
+commit: decrypt, seal the record, journal), get, a journal page of 1,000 events, forget and
+the expiry sweep (every other record carries an ``expires_at``; storage's clock is moved past
+it and SweepExpired is called with batches of 500 until nothing is due).
 Write-cost flatness: capture p50 over the first and the last tenth of the records. Prints
 p50/p95/p99, throughput, the process's resident memory, data sizes and versions.
 """
@@ -34,6 +36,7 @@ from engram_cli import datastores  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
 from engram_core.digests import operation_digest  # noqa: E402
 from engram_core.hosts import upsert_host  # noqa: E402
+from engram_core.timefmt import format_instant, now_ms  # noqa: E402
 from engram_core.transport import Transport  # noqa: E402
 from engram_hostkit.examples import make_capture_args  # noqa: E402
 from engram_hostkit.keys import generate_host_keys  # noqa: E402
@@ -91,7 +94,10 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
     stub = storage_pb2_grpc.StorageServiceStub(chan)
     await deps.policies.enable(Scope(scope.tenant, scope.workspace), [], [])
     sem = asyncio.Semaphore(concurrency)
-    samples: dict[str, list[float]] = {k: [] for k in ("capture", "admission", "get", "journal_page", "forget")}
+    samples: dict[str, list[float]] = {k: [] for k in ("capture", "admission", "get", "journal_page", "forget",
+                                                       "sweep_500")}
+    expiring = {"derivative_rule": "make-ineligible", "expires_at": format_instant(now_ms() + 3600 * 1000)}
+    swept = [0]
     walls: dict[str, float] = {}
     by_index: list[float] = [0.0] * records
     candidates: list[str] = [""] * records
@@ -101,7 +107,7 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
         async with sem:
             args = make_capture_args(idempotency_key=f"bench-{tag}-cap-{i:07d}",
                                      text=f"Decision {i}: keep the journal dense and the ledger exact ({tag}).",
-                                     purpose_ref=PURPOSE)
+                                     purpose_ref=PURPOSE, retention=expiring if i % 2 == 0 else None)
             start = time.perf_counter()
             reply = await stub.Capture(storage_pb2.CaptureRequest(
                 caller=scope.caller, idempotency_key=args["idempotency_key"],
@@ -147,11 +153,19 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
                 operation_digest=operation_digest("engram_memory_forget", args), target=record_ids[i],
                 reason_ref="reason:bench")))
 
+    async def sweep(_: int) -> None:
+        deps.clock = lambda: now_ms() + 2 * 3600 * 1000  # past every bench record's expiry
+        while True:
+            reply = await timed(samples["sweep_500"], stub.SweepExpired(storage_pb2.SweepExpiredRequest(limit=500)))
+            swept[0] += reply.expired
+            if not reply.more:
+                return
+
     commands: dict[str, Counter[str]] = {}
     try:
         for name, job, count in (("capture", capture, records), ("admission", admit, records),
                                  ("get", get, records), ("journal_page", journal_page, max(10, records // 20)),
-                                 ("forget", forget, max(10, records // 10))):
+                                 ("forget", forget, max(10, records // 10)), ("sweep_500", sweep, 1)):
             start = time.perf_counter()
             await asyncio.gather(*(job(i) for i in range(count)))
             walls[name] = time.perf_counter() - start
@@ -164,6 +178,7 @@ async def run(mongo_url: str, records: int, concurrency: int, tmp: Path) -> dict
             "capture_first_tenth_p50": percentiles(by_index[:tenth])["p50"],
             "capture_last_tenth_p50": percentiles(by_index[-tenth:])["p50"],
             "rss_mib": rss_mib(os.getpid()),
+            "expired": swept[0],
             "commands": {k: dict(v) for k, v in commands.items()},
         }
     finally:
@@ -198,6 +213,8 @@ def main() -> int:
         ops = counts.pop("_ops")
         per = " ".join(f"{k}={v / ops:.1f}" for k, v in sorted(counts.items()))
         print(f"mongo commands per {name:<13} {sum(counts.values()) / ops:.1f}: {per}")
+    print(f"expiry sweep: {result['expired']} records expired in {result['walls']['sweep_500']:.2f}s "
+          f"({result['expired'] / max(result['walls']['sweep_500'], 1e-9):.0f}/s)")
     print(f"rss bench process (storage in-process) {result['rss_mib']:.1f} MiB")
     if opts.json:
         summary = {k: v for k, v in result.items() if k not in ("samples", "walls")}

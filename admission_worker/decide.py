@@ -1,6 +1,6 @@
 """The admission decision (SPEC §10), made inside the worker from what storage hands it.
 
-Order: never-store screening → exact duplicate → the scope's admission rules (mode, the event
+Order: never-store screening (an incomplete screening rejects too) → exact duplicate → the scope's admission rules (mode, the event
 types always held, the trust class required) → the forgotten-content guard. Trust class:
 ``asserted`` until attester keys and evidence verifiers exist (a later issue); it is assigned
 here, never taken from the caller. A policy the worker cannot read (``None``) never admits.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from admission_worker.screening import find_secret
+from admission_worker.screening import DEFAULT_BUDGET_SECONDS, INCOMPLETE, screen
 from engram_core.policy import TRUST_CLASSES, ScopePolicy
 
 
@@ -29,10 +29,13 @@ def decide(
     *,
     duplicate_of_record_id: str,
     matches_forgotten: bool,
+    screening_budget_seconds: float = DEFAULT_BUDGET_SECONDS,
 ) -> Decision:
-    secret = find_secret(payload, evidence)
-    if secret is not None:
-        return Decision("reject", f"never_store:{secret}")
+    found = screen(payload, evidence, budget_seconds=screening_budget_seconds).detector
+    if found == INCOMPLETE:
+        return Decision("reject", INCOMPLETE)
+    if found is not None:
+        return Decision("reject", f"never_store:{found}")
     if duplicate_of_record_id:
         return Decision("duplicate_exact", "duplicate")
     if policy is None:

@@ -29,6 +29,9 @@ class WorkerSettings(TaskQueueSettings):
     # Seconds the queue may hold messages while the worker has a free slot and starts nothing
     # before the worker counts as deaf and exits to be restarted (see admission_worker.watchdog).
     worker_stall_seconds: float = Field(15.0, ge=1.0)
+    # Seconds never-store screening may spend on one candidate; a screening that runs out
+    # rejects the candidate (screening_incomplete): what was not read in full is not admitted.
+    screening_budget_seconds: float = Field(5.0, gt=0.0, le=60.0)
 
     @field_validator("search_replicas")
     @classmethod

@@ -15,6 +15,7 @@ from celery import Celery
 
 from admission_worker.decide import decide
 from admission_worker.replicas import SearchReplicas
+from admission_worker.screening import DEFAULT_BUDGET_SECONDS
 from engram_api.search.v1 import search_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.errors import EngramError
@@ -66,7 +67,8 @@ def _policy(policy_json: bytes) -> ScopePolicy | None:
         return None
 
 
-def run_decision(clients: TaskClients, request_id: str) -> str:
+def run_decision(clients: TaskClients, request_id: str,
+                 screening_budget_seconds: float = DEFAULT_BUDGET_SECONDS) -> str:
     """Decide one admission request (once: a decided request returns what was recorded).
     Returns the recorded outcome, canonical JSON of ids, cursor and digests (no content)."""
     opened = clients.call(clients.storage.OpenCandidate, storage_pb2.OpenCandidateRequest(request_id=request_id))
@@ -78,6 +80,7 @@ def run_decision(clients: TaskClients, request_id: str) -> str:
         _policy(opened.policy_json),
         duplicate_of_record_id=opened.duplicate_of_record_id,
         matches_forgotten=opened.matches_forgotten,
+        screening_budget_seconds=screening_budget_seconds,
     )
     committed = clients.call(
         clients.storage.CommitDecision,
@@ -133,7 +136,8 @@ def run_expiry(clients: TaskClients) -> str:
     return str(expired)
 
 
-def register_tasks(app: Celery, clients: TaskClients) -> None:
+def register_tasks(app: Celery, clients: TaskClients,
+                   screening_budget_seconds: float = DEFAULT_BUDGET_SECONDS) -> None:
     """Bind the four tasks to ``app`` with ``clients``."""
     retry = {
         "bind": True,
@@ -147,7 +151,7 @@ def register_tasks(app: Celery, clients: TaskClients) -> None:
 
     @app.task(name=DECIDE_ADMISSION, **retry)
     def decide_admission(self, request_id: str) -> str:  # type: ignore[no-untyped-def]
-        return _logged(self, "decide", lambda: run_decision(clients, request_id))
+        return _logged(self, "decide", lambda: run_decision(clients, request_id, screening_budget_seconds))
 
     @app.task(name=DESTROY_KEY, **retry)
     def destroy_key(self, outbox_id: str) -> str:  # type: ignore[no-untyped-def]

@@ -50,7 +50,8 @@ def main() -> int:
     app = make_celery(settings)
     transport = Transport.from_settings(settings)
     register_tasks(app, TaskClients.connect(transport, settings.storage_addr, settings.search_addr,
-                                           settings.task_rpc_seconds, settings.search_replicas))
+                                           settings.task_rpc_seconds, settings.search_replicas),
+                   settings.screening_budget_seconds)
     health_servers, servicer, port = start_health_server(transport, settings.grpc_host, settings.grpc_port,
                                                          settings.probe_port)
     log.info("worker health on port %d, queue %s", port, settings.task_queue)

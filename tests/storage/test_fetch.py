@@ -9,17 +9,43 @@ import json
 from engram_api.storage.v1 import storage_pb2
 from search_service.projection import Projections
 from storage_service.reads import MAX_FETCH_REPLY_BYTES
-from tests.storage.helpers import Storage, Who, admit, capture, enable
+from engram_hostkit.examples import make_capture_args
+from tests.storage.helpers import PURPOSE, Storage, Who, admit, capture_request, enable, key
 
 BIG_TEXT_BYTES = 900 * 1024
 BIG_RECORDS = 20  # ~18 MiB of records: more than one 16 MiB gRPC message
 
 
+COMPONENT_TEXT_BYTES = 65_536  # SPEC §5: a component's text
+
+
+def chunks(text: str) -> list[str]:
+    return [text[i:i + COMPONENT_TEXT_BYTES] for i in range(0, len(text), COMPONENT_TEXT_BYTES)]
+
+
+async def capture_long(storage: Storage, who: Who, text: str) -> dict:
+    """A capture of ``text`` (ASCII) as the components it needs within the SPEC's bound."""
+    first, *rest = chunks(text)
+    args = make_capture_args(idempotency_key=key("cap"), text=first, purpose_ref=PURPOSE)
+    args["payload"]["components"] += [
+        {"component_id": f"comp-{n}", "kind": "context", "text": part, "citation_ids": ["cite-1"]}
+        for n, part in enumerate(rest, start=2)
+    ]
+    reply = await storage.stub.Capture(capture_request(who, args))
+    return json.loads(reply.value_json)
+
+
+def text_of(record: dict) -> str:
+    return "".join(component["text"] for component in record["components"])
+
+
 async def admitted(storage: Storage, who: Who, texts: list[str]) -> list[str]:
     ids = []
     for text in texts:
-        candidate_id = (await capture(storage, who, text))["candidate_id"]
-        ids.append((await admit(storage, who, candidate_id))["record_id"])
+        candidate_id = (await capture_long(storage, who, text))["candidate_id"]
+        outcome = await admit(storage, who, candidate_id)
+        assert outcome["status"] == "accepted", outcome
+        ids.append(outcome["record_id"])
     return ids
 
 
@@ -41,7 +67,7 @@ async def test_replies_stay_within_the_byte_budget_and_defer_the_rest(storage: S
         seen += got
         wanted = list(reply.deferred_ids)
     assert seen == list(reversed(ids)) and replies >= 4  # 18 MiB in replies of at most 4 MiB
-    assert json.loads(reply.records[-1].record_json)["components"][0]["text"] == texts[0]
+    assert text_of(json.loads(reply.records[-1].record_json)) == texts[0]
 
 
 async def test_small_batches_come_whole_and_unknown_ids_are_left_out(storage: Storage) -> None:

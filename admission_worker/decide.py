@@ -1,9 +1,11 @@
 """The admission decision (SPEC §10), made inside the worker from what storage hands it.
 
-Order: never-store screening (an incomplete screening rejects too) → exact duplicate → the scope's admission rules (mode, the event
-types always held, the trust class required) → the forgotten-content guard. Trust class:
-``asserted`` until attester keys and evidence verifiers exist (a later issue); it is assigned
-here, never taken from the caller. A policy the worker cannot read (``None``) never admits.
+Order: never-store screening (an incomplete screening rejects too) → exact duplicate → the
+scope's admission rules (mode, the event types always held, the trust class required) → the
+forgotten-content guard. The trust class is assigned here (:func:`trust_class`), never taken
+from the caller: ``signed`` or ``earned`` when the evidence's attestation verifies under a key
+the scope registers now, else ``asserted``. A policy the worker cannot read (``None``) never
+admits. docs/admission.md describes the whole.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engram_core.attestation import AttestationInvalid, is_bound_attestation, verify_attestation
 from admission_worker.screening import DEFAULT_BUDGET_SECONDS, INCOMPLETE, screen
 from engram_core.policy import TRUST_CLASSES, ScopePolicy
 
@@ -30,8 +33,12 @@ def decide(
     duplicate_of_record_id: str,
     matches_forgotten: bool,
     screening_budget_seconds: float = DEFAULT_BUDGET_SECONDS,
+    trust: str = "asserted",
+    tenant: str = "",
+    workspace: str = "",
 ) -> Decision:
-    found = screen(payload, evidence, budget_seconds=screening_budget_seconds).detector
+    found = screen(payload, _screened_evidence(payload, evidence, tenant, workspace),
+                   budget_seconds=screening_budget_seconds).detector
     if found == INCOMPLETE:
         return Decision("reject", INCOMPLETE)
     if found is not None:
@@ -47,7 +54,6 @@ def decide(
         return Decision("pending_adjudication", "policy")
     if (payload.get("primary_event") or {}).get("type_ref") in rules.adjudicate_types:
         return Decision("pending_adjudication", "policy_type")
-    trust = "asserted"
     if TRUST_CLASSES.index(trust) < TRUST_CLASSES.index(rules.require_trust):
         if rules.below_trust == "adjudicate":
             return Decision("pending_adjudication", "trust_below_required", trust)
@@ -55,3 +61,27 @@ def decide(
     if matches_forgotten:
         return Decision("pending_adjudication", "forgotten_content")
     return Decision("accept", "policy", trust)
+
+
+def trust_class(payload: dict[str, Any], evidence: dict[str, Any], policy: ScopePolicy | None, *,
+                tenant: str, workspace: str) -> str:
+    """The candidate's trust class: its attestation verified under the scope's keys as they are
+    now (a key removed since the capture no longer vouches), else ``asserted``."""
+    token = evidence.get("attestation")
+    if not isinstance(token, str) or policy is None:
+        return "asserted"
+    try:
+        return verify_attestation(token, policy.attester_keys, tenant=tenant, workspace=workspace,
+                                  payload=payload, evidence_digest=evidence.get("evidence_digest", ""))
+    except AttestationInvalid:
+        return "asserted"
+
+
+def _screened_evidence(payload: dict[str, Any], evidence: dict[str, Any], tenant: str, workspace: str) -> dict[str, Any]:
+    """The evidence screening reads: all of it, but an attestation of this exact scope and
+    content (a signed JWS of digests, not a secret) is left out; any other value is screened."""
+    token = evidence.get("attestation")
+    if token is not None and is_bound_attestation(token, tenant=tenant, workspace=workspace, payload=payload,
+                                                  evidence_digest=evidence.get("evidence_digest", "")):
+        return {k: v for k, v in evidence.items() if k != "attestation"}
+    return evidence

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import grpc
 from celery import Celery
 
-from admission_worker.decide import decide
+from admission_worker.decide import decide, trust_class
 from admission_worker.replicas import SearchReplicas
 from admission_worker.screening import DEFAULT_BUDGET_SECONDS
 from engram_api.search.v1 import search_pb2
@@ -74,13 +74,14 @@ def run_decision(clients: TaskClients, request_id: str,
     opened = clients.call(clients.storage.OpenCandidate, storage_pb2.OpenCandidateRequest(request_id=request_id))
     if opened.outcome_json:
         return opened.outcome_json.decode("utf-8")
+    payload, evidence, policy = json.loads(opened.payload_json), json.loads(opened.evidence_json), _policy(opened.policy_json)
     verdict = decide(
-        json.loads(opened.payload_json),
-        json.loads(opened.evidence_json),
-        _policy(opened.policy_json),
+        payload, evidence, policy,
         duplicate_of_record_id=opened.duplicate_of_record_id,
         matches_forgotten=opened.matches_forgotten,
         screening_budget_seconds=screening_budget_seconds,
+        trust=trust_class(payload, evidence, policy, tenant=opened.tenant, workspace=opened.workspace),
+        tenant=opened.tenant, workspace=opened.workspace,
     )
     committed = clients.call(
         clients.storage.CommitDecision,

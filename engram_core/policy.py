@@ -13,7 +13,7 @@ the gateway (visibility, confirmation), storage (authorization, retention), the 
 | ``reconciliation_families`` | family refs consented for reconciliation (``[]``) |
 | ``redaction_allowlist`` | top-level record fields that leave (``null``: the default list) |
 | ``admission`` | ``{mode, require_trust, below_trust, adjudicate_types}`` (auto-accept, ``asserted``, ``reject``, ``[]``) |
-| ``attester_keys`` | ``{key_id, public_key}`` Ed25519 keys whose attestations make a decision ``signed`` (``[]``) |
+| ``attester_keys`` | ``{key_id, public_key, trust}`` Ed25519 keys whose attestations make a candidate ``signed`` (an attester) or ``earned`` (the host's evidence verifier); ``trust`` defaults to ``signed`` (``[]``) |
 | ``language`` | the search analyzer's language, ``en`` / ``de`` / ``none`` (``en``) |
 | ``reveal_pending`` | whether an operator may reveal a held candidate's plaintext (each reveal journaled) (``false``) |
 | ``version`` | incremented by storage on every change (compare-and-set) |
@@ -99,6 +99,8 @@ class AdmissionRules(_Member):
 class AttesterKey(_Member):
     key_id: Ref
     public_key: Annotated[str, AfterValidator(_ed25519)]
+    # The class an attestation under this key earns (engram_core/attestation.py).
+    trust: Literal["signed", "earned"] = "signed"
 
 
 class ScopePolicy(_Member):

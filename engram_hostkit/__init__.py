@@ -2,7 +2,8 @@
 
 Generate a key pair (:func:`generate_host_keys`, ``engram host keygen``), register the public
 key with the gateway, then mint an invocation context per call (:func:`mint_context`) and a
-confirmation for every human-approved mutation (:func:`mint_confirmation`). See
+confirmation for every human-approved mutation (:func:`mint_confirmation`), and an attestation
+for a capture an attester vouches for (:func:`mint_attestation`, docs/admission.md). See
 ``docs/host-integration.md``.
 """
 
@@ -17,6 +18,7 @@ from engram_hostkit.tokens import (
     CONTEXT_TYP,
     TOOL_NAMES,
     format_instant_ms,
+    mint_attestation,
     mint_confirmation,
     mint_context,
     new_jti,
@@ -34,6 +36,7 @@ __all__ = [
     "format_instant_ms",
     "generate_host_keys",
     "keygen_main",
+    "mint_attestation",
     "mint_confirmation",
     "mint_context",
     "new_jti",

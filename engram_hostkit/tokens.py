@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from engram_core.attestation import sign_attestation
 from engram_core.digests import operation_digest
 from engram_core.jws import private_key_from_b64url, sign_compact
 from engram_core.schemas.tools import TOOL_NAMES
@@ -106,6 +107,16 @@ def mint_context(
     }
     header = {"alg": "EdDSA", "typ": CONTEXT_TYP, "kid": host_id}
     return _finish(header, claims, private_key_b64url, extra_claims, omit_claims, header_overrides, omit_header)
+
+
+def mint_attestation(key_id: str, private_key_b64url: str, *, tenant: str, workspace: str,
+                     payload: Mapping[str, Any], evidence_digest: str) -> str:
+    """An attestation (``evidence.attestation``) that attester ``key_id`` vouches for this
+    capture's ``payload`` and ``evidence_digest`` in the scope. The operator registers the
+    key's public half in the scope's ``attester_keys`` (class ``signed``, or ``earned`` for the
+    host's evidence verifier); see docs/admission.md."""
+    return sign_attestation(key_id, private_key_from_b64url(private_key_b64url), tenant=tenant,
+                            workspace=workspace, payload=payload, evidence_digest=evidence_digest)
 
 
 def mint_confirmation(

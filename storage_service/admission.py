@@ -63,6 +63,7 @@ class Opened:
     duplicate_of_record_id: str
     matches_forgotten: bool
     outcome_json: bytes = b""
+    scope: Scope | None = None
 
 
 def _scope(doc: dict[str, Any]) -> Scope:
@@ -147,7 +148,8 @@ class Admissions:
             d.matches_forgotten(scope, candidate["payload_digest"]),
         )
         data = json.loads(plaintext)
-        return Opened(data["payload"], data["evidence"], policy, duplicate["_id"] if duplicate else "", forgotten)
+        return Opened(data["payload"], data["evidence"], policy, duplicate["_id"] if duplicate else "", forgotten,
+                      scope=scope)
 
     async def commit(self, request_id: str, decision: str, reason: str, trust: str) -> bytes:
         """Apply the decision (once); returns the recorded outcome (canonical JSON)."""

@@ -9,10 +9,12 @@ ledger entry with the answer. A replay returns the stored answer; live statuses
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from engram_core.attestation import AttestationInvalid, verify_attestation
 from engram_core.canonical import canonicalize
 from engram_core.digests import digest
 from engram_core.errors import Code, EngramError
@@ -22,6 +24,7 @@ from storage_service import outbox
 from storage_service.commits import JournalTxn
 from storage_service.deps import Deps
 from storage_service.ledger import GateKey
+from storage_service.store import Scope
 from storage_service.lifecycle import PENDING
 from engram_core.policy import ScopePolicy
 from storage_service.policy import resolve_payload
@@ -29,6 +32,8 @@ from storage_service.receipts import authorization_receipt_digest, transaction_r
 from storage_service.records import payload_digest, record_content, record_digest
 from storage_service.transitions import Transitions
 from storage_service.vault import CANDIDATE
+
+log = logging.getLogger("engram.storage")
 
 CAPTURE = "engram_memory_capture"
 WITHDRAW = "engram_memory_withdraw"
@@ -41,6 +46,22 @@ class Outcome:
 
     value: dict[str, Any]
     replayed: bool
+
+
+def _check_attestation(scope: Scope, policy: ScopePolicy, effective: dict[str, Any], evidence: dict[str, Any]) -> None:
+    """A capture carrying an attestation must carry one that verifies for this scope and this
+    content under a key the operator registered: anything else is refused (INVALID_SCHEMA: the
+    field's value does not resolve), never stored as a claim nobody checked. The worker verifies
+    again at the decision, against the keys registered then."""
+    token = evidence.get("attestation")
+    if token is None:
+        return
+    try:
+        verify_attestation(token, policy.attester_keys, tenant=scope.tenant, workspace=scope.workspace,
+                           payload=effective, evidence_digest=evidence.get("evidence_digest", ""))
+    except AttestationInvalid as exc:
+        log.info("attestation refused: %s", exc.reason)
+        raise EngramError(Code.INVALID_SCHEMA) from None
 
 
 class Mutations:
@@ -71,6 +92,7 @@ class Mutations:
             if not policy.enabled:
                 raise EngramError(Code.UNAUTHORIZED)
             effective = resolve_payload(payload, policy)
+            _check_attestation(scope, policy, effective, evidence)
             content = record_content(effective, evidence, candidate_id)
             plaintext = canonicalize({"payload": effective, "evidence": evidence})
             blob = await d.vault.seal(session, scope, candidate_id, CANDIDATE, plaintext)

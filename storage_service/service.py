@@ -143,6 +143,8 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
             policy_json=canonicalize(opened.policy.wire()),
             duplicate_of_record_id=opened.duplicate_of_record_id,
             matches_forgotten=opened.matches_forgotten,
+            tenant=opened.scope.tenant if opened.scope else "",
+            workspace=opened.scope.workspace if opened.scope else "",
         )
 
     @rpc_boundary

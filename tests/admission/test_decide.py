@@ -196,3 +196,22 @@ def test_a_required_trust_class_above_the_candidates_is_not_admitted(required: s
     assert (verdict.decision, verdict.trust) == (expected, "asserted")
     if expected != "accept":
         assert verdict.reason == "trust_below_required"
+
+
+def test_a_bound_attestation_is_not_screened_and_anything_else_in_its_place_is() -> None:
+    from engram_core.attestation import ATTESTATION_TYP, attested_digest
+    from engram_core.jws import private_key_from_b64url, sign_compact
+    from engram_hostkit import generate_host_keys, mint_attestation
+
+    private, _ = generate_host_keys()
+    clean, evidence = payload_with("Decision: attested.")
+    scope = {"tenant": "t1", "workspace": "w1"}
+    evidence["attestation"] = mint_attestation("a-1", private, payload=clean, evidence_digest=evidence["evidence_digest"],
+                                               **scope)
+    assert decide(clean, evidence, ScopePolicy(), duplicate_of_record_id="", matches_forgotten=False,
+                  **scope).decision == "accept"
+    smuggled = {**scope, "payload_digest": attested_digest(clean), "evidence_digest": evidence["evidence_digest"],
+                "note": "password: hunter2hunter2"}
+    evidence["attestation"] = sign_compact({"typ": ATTESTATION_TYP, "kid": "a-1"}, smuggled, private_key_from_b64url(private))
+    verdict = decide(clean, evidence, ScopePolicy(), duplicate_of_record_id="", matches_forgotten=False, **scope)
+    assert verdict.decision == "reject" and verdict.reason.startswith("never_store:")

@@ -67,3 +67,42 @@ async def test_policy_edits_through_the_cli_take_effect_on_the_next_call(stack: 
     assert history["state"] == "version 3"
     assert [(e["operation"], e["to_state"], e["actor"]) for e in history["events"]] == [
         ("policy_change", "1", "operator"), ("policy_change", "2", "ticket:OPS-1"), ("policy_change", "3", "operator")]
+
+
+async def test_an_attester_key_registered_through_the_cli_makes_records_signed(stack: RunningStack) -> None:
+    from engram_hostkit import generate_host_keys, mint_attestation
+    from engram_hostkit.examples import make_get_args
+
+    tenant = f"trust-{uuid.uuid4().hex[:8]}"
+    where = ("--tenant", tenant, "--workspace", "default")
+    assert admin(stack, "enable", *where).returncode == 0
+    private, public = generate_host_keys()
+    keys = json.dumps([{"key_id": "attester-ci", "public_key": public}])
+    rules = json.dumps({"require_trust": "signed"})
+    changed = admin(stack, "policy", *where, "--set", f"attester_keys={keys}", "--set", f"admission={rules}")
+    assert changed.returncode == 0, changed.stderr
+    time.sleep(1.1)  # the gateway re-reads the host registry (the dev host's tenants) once a second
+    tag = uuid.uuid4().hex[:8]
+    async with connect(stack, "http", tenant=tenant) as agent:
+        attested = make_capture_args(idempotency_key=f"e2e-trust-signed-{tag}", text=f"An attested decision {tag}.",
+                                     purpose_ref=PURPOSE)
+        attested["evidence"]["attestation"] = mint_attestation(
+            "attester-ci", private, tenant=tenant, workspace="default", payload=attested["payload"],
+            evidence_digest=attested["evidence"]["evidence_digest"])
+        signed = value(await agent.call("engram_memory_capture", attested))
+        outcome = value(await agent.call("engram_memory_request_admission", make_request_admission_args(
+            signed["candidate_id"], f"e2e-trust-admit-{tag}")))["outcome"]
+        assert outcome["status"] == "accepted"
+        record = value(await agent.call("engram_memory_get", make_get_args(outcome["record_id"], PURPOSE)))
+        assert record["record"]["trust"] == "signed"
+
+        plain = value(await agent.call("engram_memory_capture", make_capture_args(
+            idempotency_key=f"e2e-trust-plain-{tag}", text=f"An asserted decision {tag}.", purpose_ref=PURPOSE)))
+        refused = value(await agent.call("engram_memory_request_admission", make_request_admission_args(
+            plain["candidate_id"], f"e2e-trust-admit-plain-{tag}")))["outcome"]
+        assert refused["status"] == "rejected"
+
+        forged = make_capture_args(idempotency_key=f"e2e-trust-forged-{tag}", text=f"A forged one {tag}.",
+                                   purpose_ref=PURPOSE, attestation=attested["evidence"]["attestation"])
+        envelope = await agent.call("engram_memory_capture", forged)
+        assert envelope["error"]["code"] == "INVALID_SCHEMA"

@@ -84,7 +84,8 @@ VALID: list[tuple[str, Any]] = [
     ("admission", {"mode": "require_adjudication"}),
     ("admission", {"mode": "auto_accept", "require_trust": "signed", "below_trust": "adjudicate",
                    "adjudicate_types": ["event:deploy"]}),
-    ("attester_keys", [{"key_id": "attester:1", "public_key": attester_key()}]),
+    ("attester_keys", [{"key_id": "attester:1", "public_key": attester_key(), "trust": "signed"}]),
+    ("attester_keys", [{"key_id": "verifier:1", "public_key": attester_key(), "trust": "earned"}]),
     ("language", "none"),
 ]
 
@@ -112,6 +113,7 @@ INVALID: list[tuple[str, Any]] = [
     ("admission", {"below_trust": "ignore"}),
     ("attester_keys", [{"key_id": "k", "public_key": b64url_encode(b"\x01" * 31)}]),  # not 32 bytes
     ("attester_keys", [{"key_id": "k", "public_key": "not base64url!"}]),
+    ("attester_keys", [{"key_id": "k", "public_key": attester_key(), "trust": "asserted"}]),  # not a class a key gives
     ("attester_keys", [{"key_id": "k", "public_key": attester_key()}, {"key_id": "k", "public_key": attester_key()}]),
     ("language", "fr"),
     ("version", 99),                           # storage owns the version

@@ -108,20 +108,24 @@ class OpenCandidateRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class OpenCandidateResponse(_message.Message):
-    __slots__ = ("payload_json", "evidence_json", "policy_json", "duplicate_of_record_id", "matches_forgotten", "outcome_json")
+    __slots__ = ("payload_json", "evidence_json", "policy_json", "duplicate_of_record_id", "matches_forgotten", "outcome_json", "tenant", "workspace")
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_JSON_FIELD_NUMBER: _ClassVar[int]
     POLICY_JSON_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_OF_RECORD_ID_FIELD_NUMBER: _ClassVar[int]
     MATCHES_FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_JSON_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     payload_json: bytes
     evidence_json: bytes
     policy_json: bytes
     duplicate_of_record_id: str
     matches_forgotten: bool
     outcome_json: bytes
-    def __init__(self, payload_json: _Optional[bytes] = ..., evidence_json: _Optional[bytes] = ..., policy_json: _Optional[bytes] = ..., duplicate_of_record_id: _Optional[str] = ..., matches_forgotten: _Optional[bool] = ..., outcome_json: _Optional[bytes] = ...) -> None: ...
+    tenant: str
+    workspace: str
+    def __init__(self, payload_json: _Optional[bytes] = ..., evidence_json: _Optional[bytes] = ..., policy_json: _Optional[bytes] = ..., duplicate_of_record_id: _Optional[str] = ..., matches_forgotten: _Optional[bool] = ..., outcome_json: _Optional[bytes] = ..., tenant: _Optional[str] = ..., workspace: _Optional[str] = ...) -> None: ...
 
 class CommitDecisionRequest(_message.Message):
     __slots__ = ("request_id", "decision", "reason", "trust")

@@ -59,22 +59,27 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
         begun = await self._begin(request, deadline - loop.time())
         if begun.outcome_json:
             return _answer(begun.outcome_json, replayed=True)
-        outcome = await self._decide(begun.request_id, deadline - loop.time() - ANSWER_MARGIN_SECONDS)
+        outcome = await self._decide(begun.request_id, deadline - loop.time() - ANSWER_MARGIN_SECONDS,
+                                     publish=begun.fresh)
         if outcome is None:
             # Not decided in time (or the task failed): the request stays owed to the worker
             # (storage's outbox publishes it again), and a same-key retry collects it.
             raise EngramError(Code.MUTATION_OUTCOME_UNKNOWN)
         return _answer(outcome.encode("utf-8"), replayed=False)
 
-    async def _decide(self, request_id: str, wait: float) -> str | None:
-        """Publish the decision task and wait for its recorded outcome (canonical JSON)."""
+    async def _decide(self, request_id: str, wait: float, *, publish: bool) -> str | None:
+        """Wait for the request's recorded outcome (canonical JSON), publishing its decision
+        task first when this call made the request. A retry or a concurrent same-key call does
+        not publish again (SPEC §7: it waits for the first call's decision); a first publish
+        that was lost is published again by storage's outbox relay."""
         if wait <= 0:
             return None
         task_id = decision_task_id(request_id)
         key = self._celery.backend.get_key_for_task(task_id)
         try:
-            await forget_result(self._redis, key)
-            await asyncio.to_thread(self._celery.send_task, DECIDE_ADMISSION, args=[request_id], task_id=task_id)
+            if publish:
+                await forget_result(self._redis, key)
+                await asyncio.to_thread(self._celery.send_task, DECIDE_ADMISSION, args=[request_id], task_id=task_id)
             result = await self._results.wait(key, wait)
         except (RedisError, OSError, OperationalError) as exc:
             log.warning("decision task not awaited: %s", type(exc).__name__)

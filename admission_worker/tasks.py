@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import grpc
 from celery import Celery
+from redis.exceptions import RedisError
 
-from admission_worker.decide import decide, trust_class
+from admission_worker.decide import DECISION_FAILED, Decision, decide, trust_class
 from admission_worker.replicas import SearchReplicas
 from admission_worker.screening import DEFAULT_BUDGET_SECONDS
 from engram_api.search.v1 import search_pb2
@@ -27,6 +28,14 @@ from engram_core.transport import ReloadingStub, Transport
 log = logging.getLogger("engram.worker")
 
 MAX_RETRIES = 8
+# A decision task started this many times without its decision recorded (each start killed
+# its worker, or failed for good: a poison candidate) is held for an operator on its next
+# start instead of run again. A start is a delivery the worker begins (the caller's publish,
+# a redelivery after a lost worker, the relay's re-publish), not Celery's retry of a
+# transient error; a duplicate delivery of a decided request starts, finds the decision and
+# returns it, so the count only matters while the decision is owed.
+MAX_DECISION_STARTS = 5
+STARTS_TTL_SECONDS = 86_400
 
 
 class TransientTaskError(Exception):
@@ -67,6 +76,17 @@ def _policy(policy_json: bytes) -> ScopePolicy | None:
         return None
 
 
+def hold_decision(clients: TaskClients, request_id: str) -> str:
+    """Hold an undecidable request for an operator (``decision_failed``): the recorded
+    outcome, which is the earlier decision when there was one."""
+    committed = clients.call(
+        clients.storage.CommitDecision,
+        storage_pb2.CommitDecisionRequest(request_id=request_id, decision="pending_adjudication",
+                                          reason=DECISION_FAILED, trust="asserted"),
+    )
+    return committed.outcome_json.decode("utf-8")
+
+
 def run_decision(clients: TaskClients, request_id: str,
                  screening_budget_seconds: float = DEFAULT_BUDGET_SECONDS) -> str:
     """Decide one admission request (once: a decided request returns what was recorded).
@@ -74,15 +94,20 @@ def run_decision(clients: TaskClients, request_id: str,
     opened = clients.call(clients.storage.OpenCandidate, storage_pb2.OpenCandidateRequest(request_id=request_id))
     if opened.outcome_json:
         return opened.outcome_json.decode("utf-8")
-    payload, evidence, policy = json.loads(opened.payload_json), json.loads(opened.evidence_json), _policy(opened.policy_json)
-    verdict = decide(
-        payload, evidence, policy,
-        duplicate_of_record_id=opened.duplicate_of_record_id,
-        matches_forgotten=opened.matches_forgotten,
-        screening_budget_seconds=screening_budget_seconds,
-        trust=trust_class(payload, evidence, policy, tenant=opened.tenant, workspace=opened.workspace),
-        tenant=opened.tenant, workspace=opened.workspace,
-    )
+    try:
+        payload, evidence, policy = json.loads(opened.payload_json), json.loads(opened.evidence_json), _policy(opened.policy_json)
+        verdict = decide(
+            payload, evidence, policy,
+            duplicate_of_record_id=opened.duplicate_of_record_id,
+            matches_forgotten=opened.matches_forgotten,
+            screening_budget_seconds=screening_budget_seconds,
+            trust=trust_class(payload, evidence, policy, tenant=opened.tenant, workspace=opened.workspace),
+            tenant=opened.tenant, workspace=opened.workspace,
+        )
+    except Exception as exc:  # noqa: BLE001 - a poison candidate is held, not retried forever
+        # The same candidate would fail the same way on every delivery: an operator decides it.
+        log.error("decision failed, candidate held: %s", type(exc).__name__)
+        verdict = Decision("pending_adjudication", DECISION_FAILED)
     committed = clients.call(
         clients.storage.CommitDecision,
         storage_pb2.CommitDecisionRequest(
@@ -152,6 +177,10 @@ def register_tasks(app: Celery, clients: TaskClients,
 
     @app.task(name=DECIDE_ADMISSION, **retry)
     def decide_admission(self, request_id: str) -> str:  # type: ignore[no-untyped-def]
+        if _starts(self) > MAX_DECISION_STARTS:
+            log.error("decision task started %d times undecided, candidate held", MAX_DECISION_STARTS,
+                      extra={"task_id": self.request.id})
+            return _logged(self, "hold", lambda: hold_decision(clients, request_id))
         return _logged(self, "decide", lambda: run_decision(clients, request_id, screening_budget_seconds))
 
     @app.task(name=DESTROY_KEY, **retry)
@@ -166,6 +195,22 @@ def register_tasks(app: Celery, clients: TaskClients,
     @app.task(name=INVALIDATE_PROJECTION, **retry)
     def invalidate_projection(self, outbox_id: str) -> str:  # type: ignore[no-untyped-def]
         return _logged(self, "invalidate", lambda: run_invalidation(clients, outbox_id))
+
+
+def _starts(task) -> int:  # type: ignore[no-untyped-def]
+    """How many times this task id has started, this start included (0: not counted). The
+    counter is a Redis key beside the task's result key: a task id, never content."""
+    if task.request.retries:
+        return 0
+    key = task.backend.get_key_for_task(task.request.id) + b".starts"
+    try:
+        pipe = task.backend.client.pipeline()
+        pipe.incr(key)
+        pipe.expire(key, STARTS_TTL_SECONDS)
+        count, _ = pipe.execute()
+    except RedisError:
+        return 0  # unknown: run it (a broker that is down delivers nothing anyway)
+    return int(count)
 
 
 def _logged(task, what: str, run) -> str:  # type: ignore[no-untyped-def]

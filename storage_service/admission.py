@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -47,12 +48,19 @@ SCOPE_CACHE_SIZE = 4096
 ADJUDICATIONS = ("accept", "reject")
 ADJUDICATED = "operator_adjudication"
 MAX_PENDING_PAGE = 1000
+# The reason a candidate is held with when no delivery of its decision task could decide it.
+DECISION_FAILED = "decision_failed"
+
+log = logging.getLogger("engram.storage.admission")
 
 
 @dataclass(frozen=True)
 class Begun:
     outcome_json: bytes = b""
     request_id: str = ""
+    # This call made the request (its caller publishes the decision task; every other same-
+    # candidate call waits for that one's decision instead of publishing a duplicate).
+    fresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,8 @@ class Admissions:
             if candidate.get("outcome"):
                 return Begun(outcome_json=bytes(candidate["outcome"]))
             request_id = candidate.get("admission_request_id") or new_request_id()
-            if "admission_request_id" not in candidate:
+            fresh = "admission_request_id" not in candidate
+            if fresh:
                 # The decision task is owed from now on: its outbox row makes the relay publish
                 # it again if the admission service's own publish is lost (or never happens).
                 decide_outbox_id = await outbox.enqueue(
@@ -116,7 +125,7 @@ class Admissions:
                     {"_id": candidate_id},
                     {"$set": {"admission_request_id": request_id, "decide_outbox_id": decide_outbox_id}},
                     session=session)
-            return Begun(request_id=request_id)
+            return Begun(request_id=request_id, fresh=fresh)
 
         begun = await d.store.transaction(body)
         if begun.request_id:
@@ -166,6 +175,15 @@ class Admissions:
         outcome_json = await d.commits.run(await self._scope_of(request_id), body)
         d.on_commit()
         return outcome_json
+
+    async def hold_undecidable(self, request_id: str) -> None:
+        """Hold a candidate no delivery of its decision task could decide (a poison: the task
+        failed or killed its worker every time) for an operator, reason ``decision_failed``;
+        ``engram admin pending`` lists it and ``adjudicate`` decides it."""
+        try:
+            await self.commit(request_id, "pending_adjudication", DECISION_FAILED, "asserted")
+        except EngramError as exc:
+            log.error("an undecidable candidate could not be held: %s", exc.code.value)
 
     async def pending(self, scope: Scope, limit: int, after: str = "") -> list[dict[str, Any]]:
         """The scope's candidates waiting for an operator (``pending_adjudication``), by id after

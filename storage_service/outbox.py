@@ -11,6 +11,13 @@ deliveries; then the row is marked ``dead`` and logged for the operator. A decis
 deleted in the transaction that records the decision (the outcome is kept on the candidate);
 the others stay ``done`` with their receipts, which replays report. A crash between
 publish and mark only causes a duplicate delivery, which the idempotent tasks absorb.
+
+Every storage replica runs a relay. A relay first *claims* a due row — a conditional update
+that moves its ``next_attempt_at`` a lease ahead, matching only while the row is as it read
+it — and publishes only what it claimed, so one replica publishes each delivery; a relay that
+dies holding a claim leaves the row due again when the lease ends. A decision that stays owed
+through every delivery (a poison candidate: its task fails or kills its worker each time) is
+not left pending: ``on_dead_decision`` holds it for an operator (``decision_failed``).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -32,6 +40,8 @@ log = logging.getLogger("engram.storage.outbox")
 
 PENDING, SENT, DONE, DEAD = "pending", "sent", "done", "dead"
 RELAY_BATCH = 100
+# How long a relay's claim on a row lasts before another relay may publish it.
+LEASE_SECONDS = 30.0
 # ``next_attempt_at`` exists only while a row is owed (pending or sent): its sparse index then
 # holds the owed rows alone, and the relay's query examines the due ones only, however many
 # finished rows the collection keeps.
@@ -103,8 +113,12 @@ class Relay:
     """Publishes due outbox rows; ``wake()`` after a commit makes it run at once."""
 
     def __init__(self, store: Store, celery: Celery, *, interval: float, resend_after: float, max_attempts: int,
-                 resend_max: float = 300.0) -> None:
+                 resend_max: float = 300.0, lease: float = LEASE_SECONDS) -> None:
         self._store = store
+        self._owner = "relay_" + b32(os.urandom(10))
+        self._lease = timedelta(seconds=lease)
+        # Set by the server: holds a decision no delivery could make (request id).
+        self.on_dead_decision: Callable[[str], Awaitable[None]] | None = None
         self._celery = celery
         self._interval = interval
         self._resend_after = resend_after
@@ -148,17 +162,36 @@ class Relay:
         ).sort("next_attempt_at", 1).limit(RELAY_BATCH)
         published = 0
         async for row in due:
+            if not await self._claim(row, now):
+                continue  # another relay claimed it first
             if row["attempts"] >= self._max_attempts:
-                await self._store.outbox.update_one({"_id": row["_id"], "state": row["state"]},
-                                                    {"$set": {"state": DEAD}, "$unset": NOT_DUE})
-                log.error("outbox row dead after %d deliveries: %s", row["attempts"], row["_id"])
+                await self._dead(row)
                 continue
             task_id, arg = task_message(row)
             await asyncio.to_thread(self._celery.send_task, row["task"], args=[arg], task_id=task_id)
             await self._store.outbox.update_one(
-                {"_id": row["_id"], "state": {"$in": [PENDING, SENT]}},
+                {"_id": row["_id"], "lease_owner": self._owner, "state": {"$in": [PENDING, SENT]}},
                 {"$set": {"state": SENT, "sent_at": now, "next_attempt_at": now + self.resend_delay(row["attempts"])},
-                 "$inc": {"attempts": 1}},
+                 "$inc": {"attempts": 1}, "$unset": {"lease_owner": ""}},
             )
             published += 1
         return published
+
+    async def _claim(self, row: dict[str, Any], now: datetime) -> bool:
+        """Take ``row`` for one delivery: matches only while it is as this relay read it (a
+        conditional update, not findAndModify: docs/storage.md)."""
+        claimed = await self._store.outbox.update_one(
+            {"_id": row["_id"], "state": row["state"], "attempts": row["attempts"],
+             "next_attempt_at": row["next_attempt_at"]},
+            {"$set": {"next_attempt_at": now + self._lease, "lease_owner": self._owner}},
+        )
+        return claimed.modified_count == 1
+
+    async def _dead(self, row: dict[str, Any]) -> None:
+        log.error("outbox row dead after %d deliveries: %s", row["attempts"], row["_id"])
+        if row["task"] == DECIDE_ADMISSION and self.on_dead_decision is not None:
+            # Held for an operator in the transaction that records it, which deletes the row.
+            await self.on_dead_decision(row["arg"])
+            return
+        await self._store.outbox.update_one({"_id": row["_id"], "lease_owner": self._owner},
+                                            {"$set": {"state": DEAD}, "$unset": NOT_DUE})

@@ -52,8 +52,11 @@ async def create(settings: StorageSettings, *, host_registry: HostRegistry | Non
                 on_commit=relay.wake if relay else (lambda: None),
                 decision_backstop_seconds=settings.relay_resend_after_seconds)
     storage = StorageServicer(deps)
+    admissions = Admissions(deps)
     admin = AdminServicer(store, deps.policies, settings.admin_token.get_secret_value(), OperatorMoves(deps),
-                          Admissions(deps))
+                          admissions)
+    if relay is not None:
+        relay.on_dead_decision = admissions.hold_undecidable
 
     def register(server: object) -> None:
         storage_pb2_grpc.add_StorageServiceServicer_to_server(storage, server)

@@ -130,7 +130,8 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         await self._d.authority.check(request.caller, REQUEST_ADMISSION, await self._d.policies.get(key.scope),
                                       target=request.candidate_id, operation_digest=request.operation_digest)
         begun = await self._admissions.begin(key, request.candidate_id)
-        return storage_pb2.BeginAdmissionResponse(outcome_json=begun.outcome_json, request_id=begun.request_id)
+        return storage_pb2.BeginAdmissionResponse(outcome_json=begun.outcome_json, request_id=begun.request_id,
+                                                  fresh=begun.fresh)
 
     @rpc_boundary
     async def OpenCandidate(self, request: storage_pb2.OpenCandidateRequest, context: grpc.aio.ServicerContext) -> storage_pb2.OpenCandidateResponse:

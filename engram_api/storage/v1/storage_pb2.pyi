@@ -94,12 +94,14 @@ class BeginAdmissionRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_common_pb2.Caller, _Mapping]] = ..., candidate_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., operation_digest: _Optional[str] = ...) -> None: ...
 
 class BeginAdmissionResponse(_message.Message):
-    __slots__ = ("outcome_json", "request_id")
+    __slots__ = ("outcome_json", "request_id", "fresh")
     OUTCOME_JSON_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    FRESH_FIELD_NUMBER: _ClassVar[int]
     outcome_json: bytes
     request_id: str
-    def __init__(self, outcome_json: _Optional[bytes] = ..., request_id: _Optional[str] = ...) -> None: ...
+    fresh: bool
+    def __init__(self, outcome_json: _Optional[bytes] = ..., request_id: _Optional[str] = ..., fresh: _Optional[bool] = ...) -> None: ...
 
 class OpenCandidateRequest(_message.Message):
     __slots__ = ("request_id",)

@@ -13,6 +13,7 @@ BENCHES = (
     [sys.executable, str(HERE / "plane_bench.py")],
     [sys.executable, str(HERE / "e2e_bench.py")],
     [sys.executable, str(HERE / "screening_bench.py")],
+    [sys.executable, str(HERE / "admission_bench.py")],
     [sys.executable, str(HERE / "ingest_bench.py"), "--records", "1000", "--quiet"],
 )
 

@@ -57,13 +57,24 @@ async def verify(stack: SpawnedStack, burst: Burst) -> None:
         await client.close()
 
 
-def nothing_pending(stack: SpawnedStack) -> None:
-    """No candidate waits for a decision and no decision task is still owed."""
+def nothing_pending(stack: SpawnedStack, burst: Burst | None = None) -> None:
+    """No candidate waits for a decision and no decision task is still owed; with ``burst``,
+    each of its candidates has exactly one decision journal event and its data key destroyed."""
     with MongoClient(stack.state()["mongo_url"], serverSelectionTimeoutMS=5000) as mongo:
         db = mongo[os.environ.get("ENGRAM_MONGO_DB", "engram")]
         waiting = db.candidates.count_documents({"admission_request_id": {"$exists": True}, "outcome": {"$exists": False}})
         owed = db.outbox.count_documents({"task": "engram.admission.decide", "state": {"$ne": "done"}})
-    assert (waiting, owed) == (0, 0)
+        assert (waiting, owed) == (0, 0)
+        if burst is None:
+            return
+        ids = [item.captured["candidate_id"] for item in burst.items if item.captured]
+        decisions = {cid: db.journal.count_documents({"operation": {"$in": ["accept", "reject", "hold", "duplicate"]},
+                                                      "binding.candidate_id": cid}) for cid in ids}
+        assert set(decisions.values()) == {1}, decisions
+        deadline = time.monotonic() + RECOVERY_SECONDS
+        while db.outbox.count_documents({"task": "engram.keys.destroy", "object_id": {"$in": ids}, "state": "done"}) < len(ids):
+            assert time.monotonic() < deadline, "erasure of the decided candidates did not complete"
+            time.sleep(0.1)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -81,6 +92,6 @@ async def test_kill_nine_under_burst_loses_nothing(owned_stack: SpawnedStack, ta
     assert killed_at, "the burst ended before the kill"
     await asyncio.to_thread(restarted, owned_stack, target, victim)
     await verify(owned_stack, burst)
-    nothing_pending(owned_stack)
+    await asyncio.to_thread(nothing_pending, owned_stack, burst)
     print(f"\n{target}: killed after {KILL_AFTER}/{BURST_SIZE}, recovered in "
           f"{time.monotonic() - killed_at[0]:.1f}s; retries {dict(sorted(burst.retries.items()))}")

@@ -11,7 +11,6 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,16 +18,13 @@ import redis
 from pymongo import MongoClient
 
 from admission_worker.tasks import MAX_DECISION_STARTS
-from engram_cli.datastores import free_port
-from engram_cli.spawn import SpawnError, SpawnedStack, spawn_up
+from engram_cli.spawn import SpawnedStack
 from engram_cli.stackstate import deployment_for
 from engram_core.settings import TaskQueueSettings
 from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY, decision_task_id, make_celery
 from engram_hostkit import HostFile
 from engram_hostkit.examples import make_capture_args, make_request_admission_args
-from tests.cli.helpers import own_env
 from tests.faults.burst import PURPOSE, Burst, Reconnecting
-from tests.faults.conftest import FAST_RECOVERY
 from tests.faults.test_kill_under_burst import restarted
 
 DECISION_OPERATIONS = ("accept", "reject", "hold", "duplicate")
@@ -36,13 +32,9 @@ SETTLE_SECONDS = 90.0
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpawnedStack]:
-    try:
-        running = spawn_up(tmp_path_factory.mktemp("decisions") / "engram", free_port(), own_env(**FAST_RECOVERY))
-    except SpawnError as exc:
-        pytest.fail(str(exc))
-    yield running
-    running.stop()
+def stack(owned_stack: SpawnedStack) -> SpawnedStack:
+    """This module's own stack (tests/faults/conftest.py: owned datastores, fast redelivery)."""
+    return owned_stack
 
 
 def mongo_db(stack: SpawnedStack) -> Any:
@@ -104,6 +96,21 @@ def starts(stack: SpawnedStack, request_id: str) -> int:
         return int(client.get(key) or 0)
 
 
+class Drill:
+    """One test's client, its retry notes and a tag that keeps its keys apart."""
+
+    def __init__(self, stack: SpawnedStack) -> None:
+        self.tag = uuid.uuid4().hex[:8]
+        self.burst = Burst(str(stack.host_file), tag=self.tag, size=0)
+        self.client = Reconnecting(str(stack.host_file), self.burst)
+
+    def admit_later(self, candidate_id: str, key: str) -> asyncio.Task[dict[str, Any]]:
+        """request_admission with ``key``, retried until acknowledged, as a task of its own."""
+        return asyncio.create_task(self.client.until_ok(
+            "engram_memory_request_admission", make_request_admission_args(candidate_id, key),
+            time.monotonic() + SETTLE_SECONDS))
+
+
 async def captured(client: Reconnecting, tag: str, n: int) -> list[dict[str, Any]]:
     deadline = time.monotonic() + SETTLE_SECONDS
     items = []
@@ -115,18 +122,13 @@ async def captured(client: Reconnecting, tag: str, n: int) -> list[dict[str, Any
 
 
 async def test_duplicate_deliveries_and_concurrent_same_key_calls_make_one_decision(stack: SpawnedStack) -> None:
-    tag = uuid.uuid4().hex[:8]
-    burst = Burst(str(stack.host_file), tag=tag, size=0)
-    client = Reconnecting(str(stack.host_file), burst)
+    drill = Drill(stack)
+    tag, burst, client = drill.tag, drill.burst, drill.client
     candidates = [c["candidate_id"] for c in await captured(client, tag, 3)]
     worker = stack.pids()["worker"]
     os.kill(worker, signal.SIGSTOP)  # decisions queue up, calls wait
     try:
-        deadline = time.monotonic() + SETTLE_SECONDS
-        calls = {cid: [asyncio.create_task(client.until_ok("engram_memory_request_admission",
-                                                           make_request_admission_args(cid, f"dec-adm-{tag}-{n}"),
-                                                           deadline))
-                       for _ in range(2)]  # two concurrent calls with the same key
+        calls = {cid: [drill.admit_later(cid, f"dec-adm-{tag}-{n}") for _ in range(2)]  # two same-key calls at once
                  for n, cid in enumerate(candidates)}
         requests = await asyncio.to_thread(request_ids, stack, candidates)
         app = celery_of(stack)
@@ -154,17 +156,13 @@ async def test_duplicate_deliveries_and_concurrent_same_key_calls_make_one_decis
 
 
 async def test_redis_restarted_with_decisions_queued_loses_none(stack: SpawnedStack) -> None:
-    tag = uuid.uuid4().hex[:8]
-    burst = Burst(str(stack.host_file), tag=tag, size=0)
-    client = Reconnecting(str(stack.host_file), burst)
+    drill = Drill(stack)
+    tag, burst, client = drill.tag, drill.burst, drill.client
     candidates = [c["candidate_id"] for c in await captured(client, tag, 4)]
     worker = stack.pids()["worker"]
     os.kill(worker, signal.SIGSTOP)
     try:
-        deadline = time.monotonic() + SETTLE_SECONDS
-        calls = [asyncio.create_task(client.until_ok("engram_memory_request_admission",
-                                                     make_request_admission_args(cid, f"dec-redis-{tag}-{n}"), deadline))
-                 for n, cid in enumerate(candidates)]
+        calls = [drill.admit_later(cid, f"dec-redis-{tag}-{n}") for n, cid in enumerate(candidates)]
         await asyncio.to_thread(request_ids, stack, candidates)
         await asyncio.sleep(0.5)  # the tasks are on the queue (or taken by the stopped worker)
         victim = stack.pids()["redis"]
@@ -189,9 +187,8 @@ async def test_poison_tasks_are_held_not_retried_forever(stack: SpawnedStack) ->
     """A task for no request fails once and harms nothing; a candidate that fails every
     delivery (its ciphertext unreadable: BLOB_MISSING each time) is held for an operator after
     MAX_DECISION_STARTS starts (decision_failed), and the same-key call answers that."""
-    tag = uuid.uuid4().hex[:8]
-    burst = Burst(str(stack.host_file), tag=tag, size=0)
-    client = Reconnecting(str(stack.host_file), burst)
+    drill = Drill(stack)
+    tag, burst, client = drill.tag, drill.burst, drill.client
     app = celery_of(stack)
     bogus = "req_" + "a" * 26
     await asyncio.to_thread(app.send_task, DECIDE_ADMISSION, args=[bogus], task_id=decision_task_id(bogus))
@@ -232,17 +229,14 @@ async def test_a_storage_relay_dying_between_publish_and_mark_costs_only_a_dupli
     from storage_service.outbox import Relay, task_message
     from storage_service.store import Store
 
-    tag = uuid.uuid4().hex[:8]
-    burst = Burst(str(stack.host_file), tag=tag, size=0)
-    client = Reconnecting(str(stack.host_file), burst)
+    drill = Drill(stack)
+    tag, client = drill.tag, drill.client
     (candidate,) = [c["candidate_id"] for c in await captured(client, tag, 1)]
     worker = stack.pids()["worker"]
     os.kill(worker, signal.SIGSTOP)
     store = Store.connect(stack.state()["mongo_url"], os.environ.get("ENGRAM_MONGO_DB", "engram"))
     try:
-        call = asyncio.create_task(client.until_ok("engram_memory_request_admission",
-                                                   make_request_admission_args(candidate, f"dec-relay-{tag}"),
-                                                   time.monotonic() + SETTLE_SECONDS))
+        call = drill.admit_later(candidate, f"dec-relay-{tag}")
         request_id = (await asyncio.to_thread(request_ids, stack, [candidate]))[candidate]
         row = await store.outbox.find_one({"task": DECIDE_ADMISSION, "object_id": candidate})
         dying = Relay(store, celery_of(stack), interval=1, resend_after=2, max_attempts=10, lease=0.5)

@@ -2,7 +2,8 @@
 
 ``create_server(settings, register, transport)`` binds a ``grpc.aio`` server with the standard
 health service, mutual TLS and the access check of :mod:`engram_core.access` (plaintext and no
-check only under the development setting ``ENGRAM_GRPC_PLAINTEXT``), and the optional
+check only under the development setting ``ENGRAM_GRPC_PLAINTEXT``), keepalive and a maximum
+connection age (clients reconnect, and so rebalance over pods, :func:`server_options`), and the optional
 health-only probe port; ``run_until_signal`` serves until SIGTERM/SIGINT, flips health to
 NOT_SERVING, then stops with the configured grace.
 """
@@ -19,7 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from engram_core.access import AccessInterceptor
 from engram_core.settings import GrpcServiceSettings
-from engram_core.transport import MESSAGE_OPTIONS, Transport
+from engram_core.transport import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS, MESSAGE_OPTIONS, MIN_PING_INTERVAL_MS, Transport
 
 
 @dataclass
@@ -44,12 +45,29 @@ class RunningServer:
             await self.probe.stop(0)
 
 
+def server_options(settings: GrpcServiceSettings) -> list[tuple[str, int]]:
+    """The options of every engram gRPC server: message limits, keepalive, connection age."""
+    options = [
+        *MESSAGE_OPTIONS,
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
+        ("grpc.http2.max_ping_strikes", 2),
+    ]
+    if settings.grpc_max_connection_age_seconds > 0:
+        options += [
+            ("grpc.max_connection_age_ms", int(settings.grpc_max_connection_age_seconds * 1000)),
+            ("grpc.max_connection_age_grace_ms", int(settings.grpc_max_connection_age_grace_seconds * 1000)),
+        ]
+    return options
+
+
 async def create_server(
     settings: GrpcServiceSettings, register: Callable[[grpc.aio.Server], None], transport: Transport
 ) -> RunningServer:
     """Bind and start a server on settings.grpc_host:grpc_port (0 = any free port)."""
     interceptors = [AccessInterceptor()] if transport.secure else []
-    server = grpc.aio.server(interceptors=interceptors, options=MESSAGE_OPTIONS)
+    server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
     register(server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -35,6 +35,11 @@ class GrpcServiceSettings(BaseEngramSettings):
     # A second, plaintext port serving grpc.health.v1 only, for kubelet probes (which cannot
     # present a client certificate); 0: none.
     probe_port: int = Field(0, ge=0, le=65535)
+    # Seconds a client connection lives before the server asks it to reconnect (GOAWAY), so
+    # that clients behind one ClusterIP Service spread over new pods; 0: forever. Calls in
+    # flight then get ``grpc_max_connection_age_grace_seconds`` to finish.
+    grpc_max_connection_age_seconds: float = Field(300.0, ge=0.0)
+    grpc_max_connection_age_grace_seconds: float = Field(30.0, ge=0.0)
 
 
 class TaskQueueSettings(GrpcServiceSettings):

@@ -36,9 +36,22 @@ MESSAGE_OPTIONS = [
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
 ]
+# Keepalive (docs/operations.md, "gRPC connections"): a client pings an idle-looking connection
+# with calls in flight every 60 s and drops it after 20 s without an answer (a peer that
+# vanished without a FIN: a node lost, a NAT entry expired); servers accept pings down to 30 s
+# apart, so a client never trips the server's too-many-pings guard.
+KEEPALIVE_TIME_MS = 60_000
+KEEPALIVE_TIMEOUT_MS = 20_000
+MIN_PING_INTERVAL_MS = 30_000
 # Calls are spread round-robin over every address a target names (``ipv4:a:p,b:q``, or a
 # ``dns:///`` name with several records: search replicas).
-CHANNEL_OPTIONS = [*MESSAGE_OPTIONS, ("grpc.lb_policy_name", "round_robin")]
+CHANNEL_OPTIONS = [
+    *MESSAGE_OPTIONS,
+    ("grpc.lb_policy_name", "round_robin"),
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    ("grpc.keepalive_permit_without_calls", 0),
+]
 RELOAD_CHECK_SECONDS = 5.0
 OLD_CHANNEL_GRACE_SECONDS = 60.0
 

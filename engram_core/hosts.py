@@ -8,8 +8,11 @@ The registry is a JSON file::
 It is read at start (a bad file stops start-up with a message naming the problem) and re-read
 when the file changes, so ``engram up`` / ``engram admin`` can register a host on a running
 gateway: :meth:`HostRegistry.maybe_reload` costs one clock read per call and one ``stat`` at
-most once per second. A bad file on reload keeps the registry in force and logs a warning.
-Writers should replace the file atomically (:func:`upsert_host` does).
+most once per second, so a change — a host removed, a key replaced — takes effect within one
+second. It fails closed: a file that is gone trusts no host (``state`` ``missing``) until it is
+back; a malformed or unreadable one keeps the last valid registry in force, logs an error and
+reports ``state`` ``invalid`` (the gateway's /readyz says so). Writers should replace the file
+atomically (:func:`upsert_host` does).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ log = logging.getLogger("engram.hosts")
 MAX_ID_BYTES = 512
 RELOAD_INTERVAL_SECONDS = 1.0
 _HOST_FIELDS = frozenset({"host_id", "public_key", "allowed_tenants"})
+# HostRegistry.state: the file read as it is; gone (no host trusted); bad (the last valid kept).
+OK, MISSING, INVALID = "ok", "missing", "invalid"
 
 
 class HostRegistryError(ValueError):
@@ -146,6 +151,7 @@ class HostRegistry:
         self._stamp: tuple[int, int, int] | None = None
         self._next_check = clock() + reload_interval
         self._lock = threading.Lock()
+        self._state = OK
 
     @classmethod
     def load(
@@ -173,11 +179,18 @@ class HostRegistry:
     def host_ids(self) -> frozenset[str]:
         return frozenset(self._entries)
 
+    @property
+    def state(self) -> str:
+        """``ok``, ``missing`` (the file is gone: no host is trusted) or ``invalid`` (the file
+        cannot be used: the last valid registry stays in force)."""
+        return self._state
+
     def maybe_reload(self) -> bool:
         """Re-read the file if it changed; checked at most once per ``reload_interval``.
 
-        Returns True when a new registry took effect. A file that became unreadable or
-        malformed keeps the current registry and logs a warning.
+        Returns True when a new registry took effect. A file that is gone empties it (no host
+        is trusted; logged once); one that became unreadable or malformed keeps the current
+        registry and logs an error (once per version of the bad file).
         """
         if self._path is None or self._clock() < self._next_check:
             return False
@@ -187,17 +200,21 @@ class HostRegistry:
                 return False
             self._next_check = now + self._interval
             stamp = _stamp(self._path)
-            if stamp is not None and stamp == self._stamp:
+            if stamp is None:
+                if self._state == MISSING:
+                    return False
+                log.error("host registry %s is missing: no host is trusted until it is back", self._path)
+                self._entries, self._stamp, self._state = {}, None, MISSING
+                return True
+            if stamp == self._stamp:
                 return False
             try:
                 entries, new_stamp = _read(self._path)
             except HostRegistryError as exc:
-                if stamp != self._stamp:
-                    log.warning("host registry reload failed; keeping the previous registry: %s", exc)
-                self._stamp = stamp
+                log.error("host registry reload failed; the last valid registry stays in force: %s", exc)
+                self._stamp, self._state = stamp, INVALID
                 return False
-            self._entries = entries
-            self._stamp = new_stamp
+            self._entries, self._stamp, self._state = entries, new_stamp, OK
             log.info("host registry reloaded: %d host(s)", len(entries))
             return True
 

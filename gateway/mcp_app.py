@@ -19,8 +19,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from engram_core.errors import ProtocolRefusal
+from engram_core.hosts import INVALID, MISSING, OK, HostRegistry
 from engram_core.schemas.tools import TOOLS
 from gateway.backends import Backends
+from gateway.http_guard import BODY_SECONDS, HttpGuard
 from gateway.dispatch import Dispatcher
 
 log = logging.getLogger("engram.gateway")
@@ -97,10 +99,15 @@ def build_server(dispatcher: Dispatcher) -> Server[Any]:
     )
 
 
-def build_http_app(server: Server[Any], backends: Backends, host: str, *, run_id: str = "") -> Starlette:
+def build_http_app(server: Server[Any], backends: Backends, host: str, *, run_id: str = "",
+                   registry: HostRegistry | None = None, body_seconds: float = BODY_SECONDS) -> Starlette:
     """/mcp (stateless Streamable HTTP, JSON responses) plus /healthz and /readyz.
 
-    /readyz answers ``{"status": "ready"|"not_ready", "run_id": run_id}`` (200 or 503)."""
+    /mcp sits behind :class:`HttpGuard` (POST only, bounded body size and time).
+    /readyz answers ``{"status": "ready"|"degraded"|"not_ready", "run_id", "host_registry"}``:
+    503 ``not_ready`` when a backend is not serving or the host registry file is gone (no host
+    is trusted); 200 ``degraded`` when the registry file is invalid (the last valid one is in
+    force: calls go on, an operator must fix the file); else 200 ``ready``."""
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
     )
@@ -109,10 +116,14 @@ def build_http_app(server: Server[Any], backends: Backends, host: str, *, run_id
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> JSONResponse:
-        ready = await backends.all_serving()
-        return JSONResponse(
-            {"status": "ready" if ready else "not_ready", "run_id": run_id}, status_code=200 if ready else 503
-        )
+        hosts = OK
+        if registry is not None:
+            registry.maybe_reload()
+            hosts = registry.state
+        ready = hosts != MISSING and await backends.all_serving()
+        status = "not_ready" if not ready else "degraded" if hosts == INVALID else "ready"
+        return JSONResponse({"status": status, "run_id": run_id, "host_registry": hosts},
+                            status_code=200 if ready else 503)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -120,6 +131,7 @@ def build_http_app(server: Server[Any], backends: Backends, host: str, *, run_id
             yield
 
     return Starlette(
-        routes=[Route("/healthz", healthz), Route("/readyz", readyz), Mount("/", app=mcp_app)],
+        routes=[Route("/healthz", healthz), Route("/readyz", readyz),
+                Mount("/", app=HttpGuard(mcp_app, body_seconds=body_seconds))],
         lifespan=lifespan,
     )

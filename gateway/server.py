@@ -25,6 +25,8 @@ from engram_core.hosts import HostRegistry
 from gateway.mcp_app import build_http_app, build_server
 from gateway.settings import GatewaySettings
 
+# Request line plus headers, at most (a context JWS, which may travel in a header, is ≤ 8 KiB).
+MAX_HEADER_BYTES = 16 * 1024
 log = logging.getLogger("engram.gateway")
 
 
@@ -33,6 +35,7 @@ class Gateway:
     dispatcher: Dispatcher
     backends: Backends
     redis: aioredis.Redis
+    registry: HostRegistry | None = None
 
     async def close(self) -> None:
         await self.backends.close()
@@ -53,7 +56,7 @@ async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
         ConfirmationVerifier(registry, settings.audience, replay),
         max_call_seconds=settings.max_call_seconds,
     )
-    gateway = Gateway(dispatcher, backends, redis)
+    gateway = Gateway(dispatcher, backends, redis, registry)
     try:
         yield gateway
     finally:
@@ -62,12 +65,16 @@ async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
 
 async def serve_http(settings: GatewaySettings) -> None:
     async with open_gateway(settings) as gw:
-        app = build_http_app(build_server(gw.dispatcher), gw.backends, settings.gateway_host, run_id=settings.run_id)
+        app = build_http_app(build_server(gw.dispatcher), gw.backends, settings.gateway_host, run_id=settings.run_id,
+                             registry=gw.registry, body_seconds=settings.http_body_seconds)
         config = uvicorn.Config(
             app,
             host=settings.gateway_host,
             port=settings.gateway_port,
             log_level="warning",
+            limit_concurrency=settings.http_max_connections,
+            timeout_keep_alive=settings.http_idle_seconds,
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
             timeout_graceful_shutdown=int(settings.stop_grace_seconds),
             lifespan="on",
         )

@@ -45,7 +45,7 @@ def test_sigkill_of_up_takes_every_child_along(tmp_path: Path) -> None:
     try:
         assert not any("processes left by an earlier" in line for line in second.startup_output)
         state = second.state()
-        assert readyz(second.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"]})
+        assert readyz(second.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"], "host_registry": "ok"})
         assert state["run_id"] != ""
     finally:
         second.stop()

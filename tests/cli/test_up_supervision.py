@@ -45,7 +45,7 @@ def test_readyz_names_this_run(up: tuple[SpawnedStack, OutputTail]) -> None:
     stack, _ = up
     state = stack.state()
     assert len(state["run_id"]) == 16
-    assert readyz(stack.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"]})
+    assert readyz(stack.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"], "host_registry": "ok"})
     assert state["deployment"] == deployment_for(stack.state_dir)
     assert set(state["children"]) == {"mongodb", "redis", "storage", "search", "admission", "worker", "beat",
                                       "gateway"}
@@ -95,7 +95,7 @@ def test_killed_secantus_is_restarted_with_its_data(up: tuple[SpawnedStack, Outp
 
     # The dev scope was written before the kill: it is still there, and storage writes again.
     wait_for("storage writes to the restarted SecantusDB", scope_enabled, 30, interval=0.3)
-    assert readyz(stack.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"]})
+    assert readyz(stack.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"], "host_registry": "ok"})
 
 
 def test_second_up_on_the_same_state_dir_is_refused(up: tuple[SpawnedStack, OutputTail]) -> None:

@@ -111,3 +111,15 @@ async def test_admission_past_its_deadline_is_outcome_unknown_and_a_retry_collec
         assert code(first) in ("MUTATION_OUTCOME_UNKNOWN", "DEADLINE_EXCEEDED") and first["error"]["retriable"]
         retry = value(await memory.call("engram_memory_request_admission", admit))
         assert retry["outcome"]["status"] == "accepted" and retry["outcome"]["record_id"].startswith("mem_")
+
+
+def test_the_http_edge_refuses_get_and_oversize_bodies_with_a_json_rpc_error(stack: RunningStack) -> None:
+    from gateway.http_guard import BODY_TOO_LARGE, METHOD_NOT_ALLOWED
+
+    url = stack.mcp_url
+    got = httpx.get(url, timeout=5, headers={"accept": "text/event-stream"})  # stateless: no stream is opened
+    assert got.status_code == 405 and got.json()["error"] == {"code": -32600, "message": METHOD_NOT_ALLOWED}
+    assert got.headers["allow"] == "POST"
+    oversize = httpx.post(url, content=b"{" + b" " * (4 * 1024 * 1024) + b"}", timeout=30,
+                          headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
+    assert oversize.status_code == 413 and oversize.json()["error"] == {"code": -32600, "message": BODY_TOO_LARGE}

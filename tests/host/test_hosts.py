@@ -124,7 +124,7 @@ def test_hot_reload_is_throttled_and_picks_up_changes(tmp_path: Path):
     assert registry.get("a") is None and registry.get("b") is not None
 
 
-def test_bad_reload_keeps_previous_registry_and_warns_without_key(tmp_path: Path, caplog):
+def test_bad_reload_keeps_previous_registry_and_logs_an_error_without_key(tmp_path: Path, caplog):
     a = new_host("a", ["t1"])
     path = tmp_path / "hosts.json"
     write_registry(path, [a])
@@ -135,21 +135,23 @@ def test_bad_reload_keeps_previous_registry_and_warns_without_key(tmp_path: Path
     with caplog.at_level(logging.WARNING, logger="engram.hosts"):
         assert registry.maybe_reload() is False
     assert registry.get("a") is not None and registry.get("z") is None
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1
-    assert a.public_key not in warnings[0].getMessage()
+    assert registry.state == "invalid"
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1
+    assert a.public_key not in errors[0].getMessage()
     caplog.clear()
     clock.advance(1.0)
     with caplog.at_level(logging.WARNING, logger="engram.hosts"):
-        assert registry.maybe_reload() is False  # same bad file: no second warning
-    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert registry.maybe_reload() is False  # same bad file: no second error
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     b = new_host("b", ["t2"])
     write_registry(path, [b])
     clock.advance(1.0)
     assert registry.maybe_reload() is True and registry.get("b") is not None
+    assert registry.state == "ok"
 
 
-def test_deleted_file_keeps_previous_registry(tmp_path: Path):
+def test_a_deleted_file_trusts_no_host_until_it_is_back(tmp_path: Path, caplog):
     a = new_host("a", ["t1"])
     path = tmp_path / "hosts.json"
     write_registry(path, [a])
@@ -157,7 +159,33 @@ def test_deleted_file_keeps_previous_registry(tmp_path: Path):
     registry = HostRegistry.load(str(path), clock=clock)
     os.unlink(path)
     clock.advance(1.0)
-    assert registry.maybe_reload() is False and registry.get("a") is not None
+    with caplog.at_level(logging.ERROR, logger="engram.hosts"):
+        assert registry.maybe_reload() is True
+    assert registry.get("a") is None and registry.host_ids() == frozenset() and registry.state == "missing"
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
+    clock.advance(1.0)
+    assert registry.maybe_reload() is False  # still gone: nothing new, no second error
+    write_registry(path, [a])
+    clock.advance(1.0)
+    assert registry.maybe_reload() is True and registry.get("a") is not None and registry.state == "ok"
+
+
+def test_a_revoked_host_is_refused_within_one_second_of_the_file_change(tmp_path: Path):
+    """With the real clock: the host removed from the file is gone at the next check, which
+    comes at most one reload interval (1 s) after the change."""
+    import time
+
+    a, b = new_host("a", ["t1"]), new_host("b", ["t1"])
+    path = tmp_path / "hosts.json"
+    write_registry(path, [a, b])
+    registry = HostRegistry.load(str(path))
+    write_registry(path, [b])
+    changed = time.monotonic()
+    while registry.get("a") is not None:
+        registry.maybe_reload()
+        assert time.monotonic() - changed <= 1.05
+        time.sleep(0.01)
+    assert registry.get("b") is not None
 
 
 def test_registry_without_file_never_reloads():

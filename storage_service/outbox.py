@@ -168,7 +168,14 @@ class Relay:
                 await self._dead(row)
                 continue
             task_id, arg = task_message(row)
-            await asyncio.to_thread(self._celery.send_task, row["task"], args=[arg], task_id=task_id)
+            try:
+                await asyncio.to_thread(self._celery.send_task, row["task"], args=[arg], task_id=task_id)
+            except Exception:
+                # The broker is away: give the claim back so the row is due again at once, not
+                # only when the lease ends (the pass fails and is logged; the next one retries).
+                await self._store.outbox.update_one({"_id": row["_id"], "lease_owner": self._owner},
+                                                    {"$set": {"next_attempt_at": now}, "$unset": {"lease_owner": ""}})
+                raise
             await self._store.outbox.update_one(
                 {"_id": row["_id"], "lease_owner": self._owner, "state": {"$in": [PENDING, SENT]}},
                 {"$set": {"state": SENT, "sent_at": now, "next_attempt_at": now + self.resend_delay(row["attempts"])},

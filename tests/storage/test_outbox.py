@@ -231,3 +231,21 @@ async def test_only_the_call_that_made_the_request_publishes_it(storage: Storage
     other_key = await storage.stub.BeginAdmission(begin_request(who, candidate_id))
     assert first.fresh and not retry.fresh and not other_key.fresh
     assert first.request_id == retry.request_id == other_key.request_id
+
+
+async def test_a_publish_that_fails_gives_the_claim_back(storage: Storage, mongo_url: str) -> None:
+    """A broker that is away fails the pass, and the row is due again at once (not after the
+    lease): the next pass after the broker is back publishes it."""
+    from engram_core.settings import TaskQueueSettings
+
+    unreachable = make_celery(TaskQueueSettings(redis_url="redis://127.0.0.1:1/0", deployment=storage.settings.deployment))
+    unreachable.conf.task_publish_retry = False
+    async with private_outbox(storage, mongo_url) as (store, row):
+        relay = Relay(store, unreachable, interval=1, resend_after=5, max_attempts=5)
+        try:
+            await asyncio.wait_for(relay.relay_once(), timeout=30)
+        except Exception:  # noqa: BLE001 - whatever the client raises for a refused connection
+            pass
+        after = await store.outbox.find_one({"_id": row["_id"]})
+        assert "lease_owner" not in after and after["attempts"] == 0
+        assert after["next_attempt_at"] <= datetime.now(timezone.utc).replace(tzinfo=after["next_attempt_at"].tzinfo)

@@ -18,11 +18,6 @@ from admission_worker.screening import DEFAULT_BUDGET_SECONDS, INCOMPLETE, scree
 from engram_core.policy import TRUST_CLASSES, ScopePolicy
 
 
-# The reason of a candidate held because deciding it failed (the worker's exception, or every
-# delivery of its task lost: storage's relay), for an operator to adjudicate.
-DECISION_FAILED = "decision_failed"
-
-
 @dataclass(frozen=True)
 class Decision:
     decision: str  # accept | reject | pending_adjudication | duplicate_exact
@@ -43,7 +38,7 @@ def decide(
     workspace: str = "",
 ) -> Decision:
     found = screen(payload, _screened_evidence(payload, evidence, tenant, workspace),
-                   budget_seconds=screening_budget_seconds).detector
+                   budget_seconds=screening_budget_seconds)
     if found == INCOMPLETE:
         return Decision("reject", INCOMPLETE)
     if found is not None:

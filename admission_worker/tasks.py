@@ -14,7 +14,7 @@ import grpc
 from celery import Celery
 from redis.exceptions import RedisError
 
-from admission_worker.decide import DECISION_FAILED, Decision, decide, trust_class
+from admission_worker.decide import Decision, decide, trust_class
 from admission_worker.replicas import SearchReplicas
 from admission_worker.screening import DEFAULT_BUDGET_SECONDS
 from engram_api.search.v1 import search_pb2
@@ -22,7 +22,7 @@ from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.errors import EngramError
 from engram_core.grpc_errors import error_from_rpc
 from engram_core.policy import ScopePolicy
-from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY, EXPIRE_RECORDS, INVALIDATE_PROJECTION
+from engram_core.taskq import DECIDE_ADMISSION, DECISION_FAILED, DESTROY_KEY, EXPIRE_RECORDS, INVALIDATE_PROJECTION
 from engram_core.transport import ReloadingStub, Transport
 
 log = logging.getLogger("engram.worker")
@@ -76,15 +76,20 @@ def _policy(policy_json: bytes) -> ScopePolicy | None:
         return None
 
 
-def hold_decision(clients: TaskClients, request_id: str) -> str:
-    """Hold an undecidable request for an operator (``decision_failed``): the recorded
-    outcome, which is the earlier decision when there was one."""
+def _commit(clients: TaskClients, request_id: str, verdict: Decision) -> str:
+    """Record ``verdict`` (once): the recorded outcome, the earlier one if there was one."""
     committed = clients.call(
         clients.storage.CommitDecision,
-        storage_pb2.CommitDecisionRequest(request_id=request_id, decision="pending_adjudication",
-                                          reason=DECISION_FAILED, trust="asserted"),
+        storage_pb2.CommitDecisionRequest(
+            request_id=request_id, decision=verdict.decision, reason=verdict.reason, trust=verdict.trust
+        ),
     )
     return committed.outcome_json.decode("utf-8")
+
+
+def hold_decision(clients: TaskClients, request_id: str) -> str:
+    """Hold an undecidable request for an operator (``decision_failed``)."""
+    return _commit(clients, request_id, Decision("pending_adjudication", DECISION_FAILED))
 
 
 def run_decision(clients: TaskClients, request_id: str,
@@ -108,13 +113,7 @@ def run_decision(clients: TaskClients, request_id: str,
         # The same candidate would fail the same way on every delivery: an operator decides it.
         log.error("decision failed, candidate held: %s", type(exc).__name__)
         verdict = Decision("pending_adjudication", DECISION_FAILED)
-    committed = clients.call(
-        clients.storage.CommitDecision,
-        storage_pb2.CommitDecisionRequest(
-            request_id=request_id, decision=verdict.decision, reason=verdict.reason, trust=verdict.trust
-        ),
-    )
-    return committed.outcome_json.decode("utf-8")
+    return _commit(clients, request_id, verdict)
 
 
 def run_destroy_key(clients: TaskClients, outbox_id: str) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from admission_worker.decide import decide  # noqa: E402
-from admission_worker.screening import DETECTOR_NAMES, MAX_FIELD_BYTES, find_secret, screen  # noqa: E402
+from admission_worker.screening import DETECTOR_NAMES, MAX_FIELD_BYTES, screen  # noqa: E402
 from bench.common import percentiles, versions  # noqa: E402
 from engram_core.policy import ScopePolicy  # noqa: E402
 from tests.admission.secret_corpus import placed, samples, score  # noqa: E402
@@ -27,7 +27,7 @@ from tests.admission.test_screening_corpus import ADVERSARIAL  # noqa: E402
 
 
 def corpus_table(draws: int, markdown: bool) -> None:
-    rows = score(find_secret, draws=draws)
+    rows = score(screen, draws=draws)
     for secret, title, measure in ((True, "positive kinds", "recall"), (False, "benign look-alikes", "false-positive rate")):
         chosen = [r for r in rows if r.secret is secret]
         total, flagged = sum(r.total for r in chosen), sum(r.flagged for r in chosen)

@@ -15,6 +15,9 @@ INVALIDATE_PROJECTION = "engram.projections.invalidate"
 EXPIRE_RECORDS = "engram.records.expire"
 
 DEFAULT_QUEUE = "engram"
+# The reason a candidate is held for an operator when its decision cannot be made: deciding it
+# raised in the worker, its task started too often undecided, or the relay's deliveries ran out.
+DECISION_FAILED = "decision_failed"
 
 
 def redis_prefix(deployment: str) -> str:

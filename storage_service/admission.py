@@ -23,7 +23,7 @@ from engram_core.digests import digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.ids import new_request_id
 from engram_core.policy import REVEAL, TRUST_CLASSES, ScopePolicy
-from engram_core.taskq import DECIDE_ADMISSION, DESTROY_KEY
+from engram_core.taskq import DECIDE_ADMISSION, DECISION_FAILED, DESTROY_KEY
 from engram_core.timefmt import format_instant, now_ms
 from storage_service import outbox
 from storage_service.commits import JournalTxn
@@ -48,8 +48,6 @@ SCOPE_CACHE_SIZE = 4096
 ADJUDICATIONS = ("accept", "reject")
 ADJUDICATED = "operator_adjudication"
 MAX_PENDING_PAGE = 1000
-# The reason a candidate is held with when no delivery of its decision task could decide it.
-DECISION_FAILED = "decision_failed"
 
 log = logging.getLogger("engram.storage.admission")
 

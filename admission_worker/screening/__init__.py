@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from admission_worker.screening.decode import decoded_forms
@@ -29,16 +28,6 @@ DEFAULT_BUDGET_SECONDS = 5.0
 INCOMPLETE = "screening_incomplete"
 DETECTOR_NAMES: tuple[str, ...] = RULE_NAMES + LIBRARY_NAMES
 _DECODE_DEPTH = 1
-
-
-@dataclass(frozen=True)
-class Screening:
-    detector: str | None  # a name from DETECTOR_NAMES, INCOMPLETE, or None when clean
-    scanned_bytes: int
-
-    @property
-    def clean(self) -> bool:
-        return self.detector is None
 
 
 class _OutOfBudget(Exception):
@@ -61,12 +50,10 @@ def _strings(value: Any) -> Iterator[str]:
 class _Scan:
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
-        self.scanned = 0
 
     def text(self, text: str, depth: int = 0) -> str | None:
         if time.monotonic() > self.deadline:
             raise _OutOfBudget
-        self.scanned += len(text)
         found = match_rules(text)
         if found is not None:
             return found
@@ -82,22 +69,18 @@ class _Scan:
 
 
 def screen(*values: Any, budget_seconds: float = DEFAULT_BUDGET_SECONDS,
-           max_field_bytes: int = MAX_FIELD_BYTES) -> Screening:
-    """Screen every string inside ``values``; the first detector that fires, or clean."""
+           max_field_bytes: int = MAX_FIELD_BYTES) -> str | None:
+    """Screen every string inside ``values``: the name of the first detector that fires (one
+    of DETECTOR_NAMES), INCOMPLETE when a bound stopped the screening, else None."""
     scan = _Scan(time.monotonic() + budget_seconds)
     try:
         for value in values:
             for text in _strings(value):
                 if len(text) > max_field_bytes // 4 and len(text.encode("utf-8")) > max_field_bytes:
-                    return Screening(INCOMPLETE, scan.scanned)
+                    return INCOMPLETE
                 found = scan.text(text)
                 if found is not None:
-                    return Screening(found, scan.scanned)
+                    return found
     except _OutOfBudget:
-        return Screening(INCOMPLETE, scan.scanned)
-    return Screening(None, scan.scanned)
-
-
-def find_secret(*values: Any) -> str | None:
-    """The name of the detector that fires on any string inside ``values`` (or INCOMPLETE), else None."""
-    return screen(*values).detector
+        return INCOMPLETE
+    return None

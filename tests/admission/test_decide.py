@@ -10,7 +10,7 @@ import pytest
 from admission_worker.decide import decide
 from admission_worker.tasks import _policy
 from engram_core.policy import AdmissionRules, ScopePolicy
-from admission_worker.screening import DETECTOR_NAMES, INCOMPLETE, MAX_FIELD_BYTES, find_secret, screen
+from admission_worker.screening import DETECTOR_NAMES, INCOMPLETE, MAX_FIELD_BYTES, screen
 from admission_worker.screening.library import LIBRARY_NAMES, match_library
 from admission_worker.screening.rules import RULE_NAMES, match_rules
 from engram_hostkit.examples import make_capture_args
@@ -61,7 +61,7 @@ def test_every_rule_of_ours_has_a_positive_case() -> None:
 def test_secret_is_found_and_rejected_naming_the_detector(name: str) -> None:
     payload, evidence = payload_with(f"Decision: rotate it. {SECRETS[name]}")
     assert match_rules(SECRETS[name]) == name
-    assert find_secret(payload, evidence) in DETECTOR_NAMES
+    assert screen(payload, evidence) in DETECTOR_NAMES
     verdict = decide(payload, evidence, ScopePolicy(), duplicate_of_record_id="", matches_forgotten=False)
     assert verdict.decision == "reject"
     assert verdict.reason.startswith("never_store:")
@@ -96,7 +96,7 @@ def test_the_library_detectors_are_loaded_and_named() -> None:
     assert "ds.AWSKeyDetector" in LIBRARY_NAMES and "ds.KeywordDetector" in LIBRARY_NAMES
     assert "ds.Base64HighEntropyString" not in LIBRARY_NAMES  # fires on digests and images
     payload, evidence = payload_with("Decision: the account key is 'ARTI' plus AKCp8abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTU")
-    assert find_secret(payload, evidence) == "ds.ArtifactoryDetector"
+    assert screen(payload, evidence) == "ds.ArtifactoryDetector"
 
 
 @pytest.mark.parametrize(
@@ -112,30 +112,30 @@ def test_the_library_detectors_are_loaded_and_named() -> None:
 )
 def test_talking_about_secrets_is_not_a_secret(text: str) -> None:
     payload, evidence = payload_with(text)
-    assert find_secret(payload, evidence) is None
+    assert screen(payload, evidence) is None
 
 
 def test_a_secret_in_a_key_at_any_depth_is_found() -> None:
     payload, evidence = payload_with("Decision: nothing here.")
     payload["extra"] = [{"deeper": {"ghp_abcdefghijklmnopqrstuvwxyz0123456789": 1}}]
-    assert find_secret(payload, evidence) == "github_token"
+    assert screen(payload, evidence) == "github_token"
 
 
 def test_encoded_secrets_are_decoded_once() -> None:
     pem = base64.b64encode(b"-----BEGIN RSA PRIVATE KEY-----\nMIIEow").decode()
-    assert find_secret({"t": f"data:\n  tls.key: {pem}"}) == "private_key"
+    assert screen({"t": f"data:\n  tls.key: {pem}"}) == "private_key"
     quoted = urllib.parse.quote("postgres://app:S3cret!pw@db:5432/x", safe="")
-    assert find_secret({"t": f"next={quoted}"}) == "connection_string"
+    assert screen({"t": f"next={quoted}"}) == "connection_string"
     twice = base64.b64encode(pem.encode()).decode()
-    assert find_secret({"t": twice}) is None  # one level deep, by design
+    assert screen({"t": twice}) is None  # one level deep, by design
 
 
 def test_the_screening_bounds_fail_closed() -> None:
     big = "a" * (MAX_FIELD_BYTES + 1)
-    assert screen({"t": big}).detector == INCOMPLETE
-    assert screen({"t": "é" * (MAX_FIELD_BYTES // 2)}).detector is None  # 65,536 bytes: read in full
-    assert screen({"t": "é" * (MAX_FIELD_BYTES // 2 + 1)}).detector == INCOMPLETE
-    assert screen({"t": "Decision: fine."}, budget_seconds=0.0).detector == INCOMPLETE
+    assert screen({"t": big}) == INCOMPLETE
+    assert screen({"t": "é" * (MAX_FIELD_BYTES // 2)}) is None  # 65,536 bytes: read in full
+    assert screen({"t": "é" * (MAX_FIELD_BYTES // 2 + 1)}) == INCOMPLETE
+    assert screen({"t": "Decision: fine."}, budget_seconds=0.0) == INCOMPLETE
     payload, evidence = payload_with("Decision: fine.")
     verdict = decide(payload, evidence, ScopePolicy(), duplicate_of_record_id="", matches_forgotten=False,
                      screening_budget_seconds=0.0)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from admission_worker.screening import find_secret, screen
+from admission_worker.screening import screen
 from admission_worker.screening.library import _KEYWORD_STEMS
 from tests.admission.secret_corpus import BENIGN_KINDS, PER_KIND, POSITIVE_KINDS, KindScore, samples, score
 
@@ -32,7 +32,7 @@ def test_the_corpus_is_as_large_as_the_issue_asks() -> None:
 
 @pytest.fixture(scope="module")
 def scores() -> list[KindScore]:
-    return score(find_secret, draws=DRAWS)
+    return score(screen, draws=DRAWS)
 
 
 def _rate(scores: list[KindScore], secret: bool) -> float:

@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2
 from pydantic import Field
 
 from admission_worker.worker import start_health_server
+from engram_core.grpc_server import LIVENESS_SERVICE
 from engram_core import logs
 from engram_core.settings import TaskQueueSettings
 from engram_core.taskq import EXPIRE_RECORDS, make_celery
@@ -63,6 +64,7 @@ def main() -> int:
         app.Beat(loglevel="WARNING", quiet=True, redirect_stdouts=False).run()
     finally:
         servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        servicer.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         for server in servers:
             server.stop(settings.stop_grace_seconds)
     return 0

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from celery import Celery
 from celery.signals import task_postrun, task_prerun
 
+from engram_core.dependency import Dependency
+
 log = logging.getLogger("engram.worker")
 
 STALLED_EXIT_CODE = 70
@@ -91,8 +93,9 @@ class Watchdog:
                 return
 
 
-def queue_length_of(app: Celery, queue: str) -> Callable[[], int | None]:
-    """LLEN of the queue's Redis list under the deployment's key prefix (None on any broker error)."""
+def queue_length_of(app: Celery, queue: str, broker: Dependency | None = None) -> Callable[[], int | None]:
+    """LLEN of the queue's Redis list under the deployment's key prefix (None on any broker
+    error); each answer or failure is reported to ``broker``."""
     import redis
 
     prefix = app.conf.broker_transport_options.get("global_keyprefix", "")
@@ -100,20 +103,26 @@ def queue_length_of(app: Celery, queue: str) -> Callable[[], int | None]:
 
     def length() -> int | None:
         try:
-            return int(client.llen(f"{prefix}{queue}"))
+            answer = int(client.llen(f"{prefix}{queue}"))
         except redis.RedisError:
+            if broker is not None:
+                broker.failed()
             return None
+        if broker is not None:
+            broker.ok()
+        return answer
 
     return length
 
 
 def install(app: Celery, queue: str, concurrency: int, stall_seconds: float,
-            on_stall: Callable[[], None]) -> Watchdog:
-    """Hook the detector to this worker's task signals and start the watchdog thread."""
+            on_stall: Callable[[], None], broker: Dependency | None = None) -> Watchdog:
+    """Hook the detector to this worker's task signals and start the watchdog thread (whose
+    polls of the queue also tell ``broker`` whether the broker answers)."""
     detector = StallDetector(concurrency, stall_seconds)
     task_prerun.connect(lambda **_: detector.started(), weak=False)
     task_postrun.connect(lambda **_: detector.finished(), weak=False)
-    dog = Watchdog(detector, queue_length_of(app, queue), on_stall)
+    dog = Watchdog(detector, queue_length_of(app, queue, broker), on_stall)
     dog.start()
     return dog
 

@@ -14,6 +14,8 @@ from admission_worker import watchdog
 from admission_worker.tasks import TaskClients, register_tasks
 from engram_core import logs
 from engram_core.access import SyncAccessInterceptor
+from engram_core.dependency import Dependency
+from engram_core.grpc_server import LIVENESS_SERVICE
 from engram_core.taskq import make_celery
 from engram_core.transport import Transport
 
@@ -41,7 +43,17 @@ def start_health_server(transport: Transport, host: str, port: int,
     for each in servers:
         each.start()
     servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    servicer.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
     return servers, servicer, bound
+
+
+def follow_broker(servicer: health.HealthServicer, broker: Dependency) -> None:
+    """Readiness ("") is NOT_SERVING while the broker does not answer; liveness stays."""
+    def changed(available: bool) -> None:
+        servicer.set("", health_pb2.HealthCheckResponse.SERVING if available
+                     else health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    broker.on_change = changed
 
 
 def main() -> int:
@@ -56,11 +68,17 @@ def main() -> int:
                                                          settings.probe_port)
     log.info("worker health on port %d, queue %s", port, settings.task_queue)
 
+    broker = Dependency("broker", log)
+    follow_broker(servicer, broker)
+
     def on_stall() -> None:
+        broker.on_change = None
         servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        servicer.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         watchdog.exit_stalled()
 
-    watchdog.install(app, settings.task_queue, settings.worker_concurrency, settings.worker_stall_seconds, on_stall)
+    watchdog.install(app, settings.task_queue, settings.worker_concurrency, settings.worker_stall_seconds, on_stall,
+                     broker)
     try:
         app.worker_main(
             [
@@ -75,7 +93,9 @@ def main() -> int:
             ]
         )
     finally:
+        broker.on_change = None
         servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        servicer.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         for server in health_servers:
             server.stop(settings.stop_grace_seconds)
     return 0

@@ -66,9 +66,22 @@ _BY_NAME = {code.value: code for code in Code}
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
+# Exception types that mean a dependency did not answer (registered by the service that has
+# one, e.g. storage: PyMongo's ConnectionFailure → its MongoDB Dependency): answered
+# STORE_UNAVAILABLE without a traceback per call; the Dependency logs the outage once.
+_UNREACHABLE: dict[type[BaseException], Callable[[], None]] = {}
+
+
+def on_unreachable(exc_type: type[BaseException], report: Callable[[], None]) -> None:
+    """Treat ``exc_type`` raised by a servicer as its dependency being away: call ``report``."""
+    _UNREACHABLE[exc_type] = report
+
+
 def rpc_boundary(method: F) -> F:
-    """Decorate an async servicer method: EngramError → status + code; anything else is logged
-    server-side and answered STORE_UNAVAILABLE with the constant message."""
+    """Decorate an async servicer method: EngramError → status + code; a registered
+    unreachable-dependency error (:func:`on_unreachable`) is reported and answered
+    STORE_UNAVAILABLE; anything else is logged server-side and answered STORE_UNAVAILABLE with
+    the constant message."""
 
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -78,10 +91,14 @@ def rpc_boundary(method: F) -> F:
             await _abort(context, exc)
         except grpc.aio.AioRpcError as exc:
             await _abort(context, error_from_rpc(exc))
-        except Exception:  # noqa: BLE001 - the boundary: log detail, answer constant
+        except Exception as exc:  # noqa: BLE001 - the boundary: log detail, answer constant
             if _is_abort(context):
                 raise
-            log.exception("unexpected error in %s", method.__name__)
+            report = next((r for t, r in _UNREACHABLE.items() if isinstance(exc, t)), None)
+            if report is not None:
+                report()
+            else:
+                log.exception("unexpected error in %s", method.__name__)
             await _abort(context, EngramError(Code.STORE_UNAVAILABLE))
 
     return wrapper  # type: ignore[return-value]

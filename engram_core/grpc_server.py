@@ -19,8 +19,20 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from engram_core.access import AccessInterceptor
+from engram_core.dependency import Dependency
 from engram_core.settings import GrpcServiceSettings
 from engram_core.transport import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS, MESSAGE_OPTIONS, MIN_PING_INTERVAL_MS, Transport
+
+
+# The health service name a liveness probe asks: SERVING from start to stop, whatever the
+# dependencies do. The overall service "" is readiness: NOT_SERVING also while a dependency the
+# service cannot work without is away (:meth:`RunningServer.follow`), so a restart is never the
+# answer to an outage of something else.
+LIVENESS_SERVICE = "engram.liveness"
+
+
+def _status(serving: bool) -> "health_pb2.HealthCheckResponse.ServingStatus.ValueType":
+    return health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 @dataclass
@@ -29,17 +41,27 @@ class RunningServer:
     port: int
     health: health.aio.HealthServicer
     probe: grpc.aio.Server | None = None
+    stopping: bool = False
 
     async def set_serving(self, serving: bool) -> None:
-        status = (
-            health_pb2.HealthCheckResponse.SERVING
-            if serving
-            else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
-        await self.health.set("", status)
+        if serving and self.stopping:
+            return
+        await self.health.set("", _status(serving))
+
+    def follow(self, dependency: Dependency) -> None:
+        """Readiness follows ``dependency``: NOT_SERVING while it is away, SERVING once back
+        (call from the server's event loop thread or any other)."""
+        loop = asyncio.get_running_loop()
+
+        def changed(available: bool) -> None:
+            loop.call_soon_threadsafe(lambda: loop.create_task(self.set_serving(available)))
+
+        dependency.on_change = changed
 
     async def stop(self, grace: float) -> None:
+        self.stopping = True
         await self.set_serving(False)
+        await self.health.set(LIVENESS_SERVICE, _status(False))
         await self.server.stop(grace)
         if self.probe is not None:
             await self.probe.stop(0)
@@ -84,6 +106,7 @@ async def create_server(
     await server.start()
     running = RunningServer(server, port, health_servicer, probe)
     await running.set_serving(True)
+    await health_servicer.set(LIVENESS_SERVICE, _status(True))
     return running
 
 

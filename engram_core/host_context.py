@@ -21,13 +21,14 @@ import math
 import re
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from engram_core.dependency import Dependency
 from engram_core.errors import ProtocolRefusal
 from engram_core.jws import JWSError, verify_compact
 from engram_core.schemas.tools import TOOL_NAMES as ALL_TOOL_NAMES
@@ -99,7 +100,12 @@ def replay_ttl(exp: float, now: float) -> int:
 
 
 class ReplayGuardUnavailable(Exception):
-    """The replay store could not be asked; the token cannot be verified."""
+    """The replay store could not be asked, or cannot vouch for the token (it lost its memory
+    after the token was issued); the token cannot be verified. ``reason`` is a fixed word."""
+
+    def __init__(self, reason: str = "unreachable") -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 def jti_key(namespace: str, host_id: str, jti: str) -> str:
@@ -109,9 +115,53 @@ def jti_key(namespace: str, host_id: str, jti: str) -> str:
 
 class JtiGuard(Protocol):
     """Single-use jtis: :meth:`claim` records one, False if it was used already; raises
-    :class:`ReplayGuardUnavailable` when the store cannot answer."""
+    :class:`ReplayGuardUnavailable` when the store cannot answer. ``issued_at`` (the token's
+    ``iat``), where given, must not predate the store's memory (see :class:`ReplayGuard`)."""
 
-    async def claim(self, namespace: str, jti: str, ttl_seconds: int, *, host_id: str) -> bool: ...
+    async def claim(self, namespace: str, jti: str, ttl_seconds: int, *, host_id: str,
+                    issued_at: float | None = None) -> bool: ...
+
+
+# KEYS[1] the epoch hash. ARGV[1] the server's run_id, ARGV[2] now (the gateway's clock). A
+# run_id the hash does not hold means the server restarted (or the hash is gone): the store's
+# memory starts now.
+_BUMP_EPOCH = """
+if redis.call('HGET', KEYS[1], 'run_id') ~= ARGV[1] then
+  redis.call('HSET', KEYS[1], 'run_id', ARGV[1], 'since', ARGV[2])
+end
+return 1
+"""
+
+# KEYS[1] the jti key, KEYS[2] the epoch hash. ARGV[1] ttl seconds, ARGV[2] the token's iat or ''.
+# Returns 1 claimed, 0 used before, -1 the token predates the store's memory.
+_CLAIM = """
+if ARGV[2] ~= '' then
+  local since = redis.call('HGET', KEYS[2], 'since')
+  if since and tonumber(ARGV[2]) < tonumber(since) then return -1 end
+end
+if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 1 end
+return 0
+"""
+
+
+def _run_id(info: Any) -> str:
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("run_id:")), "")
+
+
+def epoch_hook(epoch_key: str, clock: Callable[[], float]) -> Callable[[Any], Awaitable[None]]:
+    """A redis-py ``redis_connect_func``: set up the connection, then move the epoch to now if
+    the server's ``run_id`` is not the one the epoch names (runs before the connection's first
+    command, so no claim is ever made on a restarted server before the epoch moved)."""
+
+    async def on_connect(connection: Any) -> None:
+        await connection.on_connect()
+        await connection.send_command("INFO", "server")
+        run_id = _run_id(await connection.read_response())
+        await connection.send_command("EVAL", _BUMP_EPOCH, 1, epoch_key, run_id, repr(float(clock())))
+        await connection.read_response()
+
+    return on_connect
 
 
 class ReplayGuard:
@@ -121,24 +171,73 @@ class ReplayGuard:
     Namespaces: ``ctx`` (contexts) and ``cnf`` (confirmations), so the two token kinds never
     collide. If Redis cannot answer within ``timeout_seconds`` (or at all) :meth:`claim`
     raises :class:`ReplayGuardUnavailable`; callers fail closed.
+
+    A context is never accepted twice, also across a Redis restart that lost data (no
+    persistence, or the last second of an ``everysec`` append-only file). A guard made with
+    :meth:`connect` keeps an *epoch* — ``prefix + "epoch"``, the instant since which the
+    store's memory is whole: every new connection compares the server's ``run_id`` (``INFO
+    server``) with the one the epoch names, and a different one (a restart) or none (a new
+    store) moves the epoch to now. A claim with ``issued_at`` earlier than the epoch is refused
+    as :class:`ReplayGuardUnavailable` (``store_reset``): the store cannot tell whether that jti
+    was used, so the call fails retriably and the host's retry carries a fresh context. A
+    restart with full persistence also moves the epoch (the run_id changes): the cost is one
+    retriable refusal for the calls in flight at the restart. Not covered: a ``FLUSHALL`` on a
+    running server (an operator's act; restart the gateways after one).
     """
 
     def __init__(self, redis: aioredis.Redis, prefix: str = "engram:jti:", *, timeout_seconds: float = 2.0) -> None:
-        self._redis = redis
+        self.redis = redis
         self._prefix = prefix
         self._timeout = timeout_seconds
+        self._claim = redis.register_script(_CLAIM)
+        self.store = Dependency("replay_store", log)
+
+    @classmethod
+    def connect(cls, url: str, prefix: str = "engram:jti:", *, timeout_seconds: float = 2.0,
+                clock: Callable[[], float] = time.time) -> "ReplayGuard":
+        """A guard on its own client for ``url``, with the restart epoch on every connection."""
+        client = aioredis.Redis.from_url(url, redis_connect_func=epoch_hook(prefix + "epoch", clock))
+        return cls(client, prefix, timeout_seconds=timeout_seconds)
 
     def key(self, namespace: str, host_id: str, jti: str) -> str:
         return self._prefix + jti_key(namespace, host_id, jti)
 
-    async def claim(self, namespace: str, jti: str, ttl_seconds: int, *, host_id: str) -> bool:
-        """Record ``jti`` as used for ``ttl_seconds``; False if it was already used."""
+    async def start(self) -> None:
+        """Connect once (which sets the epoch on a store that has none), so contexts issued
+        after the gateway started are not taken for older than the store; a store that is
+        down now is logged and tried again on the first claim."""
         try:
             async with asyncio.timeout(self._timeout):
-                stored = await self._redis.set(self.key(namespace, host_id, jti), b"1", nx=True, ex=max(1, ttl_seconds))
+                await self.redis.ping()
+        except (RedisError, OSError, TimeoutError):
+            log.warning("replay store unavailable at start")
+
+    async def ping(self, timeout_seconds: float | None = None) -> bool:
+        """True when the store answers within ``timeout_seconds`` (default: the claim's)."""
+        try:
+            async with asyncio.timeout(self._timeout if timeout_seconds is None else timeout_seconds):
+                answered = bool(await self.redis.ping())
+        except (RedisError, OSError, TimeoutError):
+            self.store.failed()
+            return False
+        self.store.ok()
+        return answered
+
+    async def claim(self, namespace: str, jti: str, ttl_seconds: int, *, host_id: str,
+                    issued_at: float | None = None) -> bool:
+        """Record ``jti`` as used for ``ttl_seconds``; False if it was already used."""
+        iat = "" if issued_at is None else repr(float(issued_at))
+        try:
+            async with asyncio.timeout(self._timeout):
+                result = await self._claim(keys=[self.key(namespace, host_id, jti), self._prefix + "epoch"],
+                                           args=[max(1, ttl_seconds), iat])
         except (RedisError, OSError, TimeoutError) as exc:
+            self.store.failed()
             raise ReplayGuardUnavailable() from exc
-        return bool(stored)
+        self.store.ok()
+        if int(result) < 0:
+            raise ReplayGuardUnavailable("store_reset")
+        return int(result) == 1
 
 
 @dataclass(frozen=True)
@@ -162,6 +261,15 @@ class InvocationContext:
     token: str = field(default="", repr=False)
 
 
+class ContextUnverifiable(Exception):
+    """Signature and claims verified, the jti could not be checked (replay store down or
+    reset). ``context`` is kept only for the audit id of the retriable answer."""
+
+    def __init__(self, context: InvocationContext) -> None:
+        self.context = context
+        super().__init__("replay store unavailable")
+
+
 def _check_tools(value: Any) -> frozenset[str]:
     if not isinstance(value, list) or any(not isinstance(t, str) or t not in TOOL_NAMES for t in value):
         raise ClaimError("bad_tools")
@@ -183,10 +291,12 @@ class ContextVerifier:
     ``aud`` must be a string; ``exp`` must be after ``iat``; the text claims follow the
     opaque-ref rule (non-empty NFC, ≤ 512 UTF-8 bytes); a ``deadline`` already in the past
     verifies (the call then fails ``DEADLINE_EXCEEDED`` in the gateway, which reads
-    ``deadline_ms``); an empty ``tools`` list verifies (memory is off for that call). If Redis
-    is unreachable the jti cannot be checked and the token is refused (fail closed, logged):
-    ``tools/list`` has no envelope to carry ``STORE_UNAVAILABLE``, and one rule for both
-    methods keeps hosts' handling simple.
+    ``deadline_ms``); an empty ``tools`` list verifies (memory is off for that call).
+
+    If the replay store cannot be asked (or lost its memory after the token was issued), the
+    jti cannot be checked: that is an infrastructure fault, not an untrusted token, so it is
+    :class:`ContextUnverifiable` (the gateway answers ``tools/call`` with the retriable
+    ``STORE_UNAVAILABLE`` and ``tools/list`` with no tools; nothing is served unverified).
 
     ``replay=None`` (storage's second check) skips the jti guard; ``expiry_grace_seconds``
     accepts a token that expired that long ago (the call was verified before, in flight since).
@@ -225,10 +335,12 @@ class ContextVerifier:
         if self._replay is None:
             return ctx
         try:
-            fresh = await self._replay.claim("ctx", ctx.jti, replay_ttl(ctx.exp, self._clock()), host_id=ctx.host_id)
-        except ReplayGuardUnavailable:
-            log.error("context refused: replay store unavailable")
-            raise ProtocolRefusal.untrusted() from None
+            fresh = await self._replay.claim("ctx", ctx.jti, replay_ttl(ctx.exp, self._clock()), host_id=ctx.host_id,
+                                             issued_at=ctx.iat)
+        except ReplayGuardUnavailable as exc:
+            if exc.reason != "unreachable":  # an outage is logged once by the guard's Dependency
+                log.info("context not verified: replay store %s", exc.reason)
+            raise ContextUnverifiable(ctx) from None
         if not fresh:
             self._refuse("replayed")
         return ctx

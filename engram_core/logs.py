@@ -22,7 +22,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        for key in ("request_id", "scope_digest", "task_id", "rpc"):
+        for key in ("request_id", "scope_digest", "task_id", "rpc", "dependency", "reason", "down_seconds", "failures"):
             value = getattr(record, key, None)
             if value is not None:
                 entry[key] = value

@@ -70,6 +70,11 @@ class EngramClient:
         self.tools = list(tools)
         self.tenant = tenant or host.tenant
         self.workspace = workspace or host.workspace
+        # The tools of the last listing. The SDK validates a successful result against the
+        # schema it listed, and re-lists *without* a context (refused -32603) for a tool it has
+        # not: so a tool missing from the last listing (e.g. one made while the gateway could not
+        # verify contexts, which lists none) is listed again, with a context, before the call.
+        self.listed: frozenset[str] = frozenset()
 
     @classmethod
     @asynccontextmanager
@@ -120,7 +125,9 @@ class EngramClient:
 
     async def list_tools(self, meta: Mapping[str, Any] | None = None) -> list[str]:
         result = await self.mcp.list_tools(meta=dict(meta) if meta is not None else {CONTEXT_META_KEY: self.context()})
-        return [tool.name for tool in result.tools]
+        names = [tool.name for tool in result.tools]
+        self.listed = frozenset(names)
+        return names
 
     async def call(
         self,
@@ -132,6 +139,8 @@ class EngramClient:
     ) -> dict[str, Any]:
         """Call a tool; returns the envelope. ``approver`` attaches a confirmation (withdraw and
         forget always need one). ``meta`` replaces the generated ``_meta`` entirely (tests)."""
+        if tool not in self.listed:
+            await self.list_tools()
         if meta is None:
             meta = {CONTEXT_META_KEY: self.context()}
             if approver is not None:

@@ -26,9 +26,9 @@ from engram_core.policy import ScopePolicy
 from engram_core.schemas.tools import TOOL_NAMES, TOOLS
 from engram_core.schemas.validate import validate_arguments, with_defaults
 from engram_core.timefmt import now_ms
-from gateway.backends import Backends, caller_message
+from gateway.backends import ADMISSION, SEARCH, STORAGE, Backends, caller_message
 from engram_core.confirmation import ConfirmationGrant, ConfirmationVerifier
-from engram_core.host_context import ContextVerifier, InvocationContext
+from engram_core.host_context import ContextUnverifiable, ContextVerifier, InvocationContext
 from gateway.reads import build_get_value
 
 CONTEXT_META_KEY = "io.engram/context"
@@ -91,7 +91,7 @@ class Dispatcher:
         request = storage_pb2.GetScopePolicyRequest(
             scope=common_pb2.Scope(tenant=ctx.tenant, workspace=ctx.workspace), with_head_cursor=with_head
         )
-        reply = await self._backends.call(self._backends.storage.GetScopePolicy, request, self._timeout(ctx))
+        reply = await self._backends.call(STORAGE, "GetScopePolicy", request, self._timeout(ctx))
         return PolicyRead.from_json(reply.policy_json, reply.head_cursor)
 
     async def visible_tools(self, ctx: InvocationContext) -> list[str]:
@@ -100,11 +100,15 @@ class Dispatcher:
         return [name for name in TOOL_NAMES if name in visible]
 
     async def list_tools(self, meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None) -> list[str]:
-        ctx = await self._verify(meta, headers)
+        """No envelope exists for tools/list: a context that cannot be checked (replay store
+        down) or an unknowable policy shows no tools."""
+        try:
+            ctx = await self._verify(meta, headers)
+        except ContextUnverifiable:
+            return []
         try:
             return await self.visible_tools(ctx)
         except EngramError:
-            # No envelope exists for tools/list: an unknowable policy shows no tools.
             log.warning("policy unavailable for tools/list", extra={"scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
             return []
 
@@ -115,13 +119,19 @@ class Dispatcher:
         meta: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None,
     ) -> dict[str, Any]:
-        ctx = await self._verify(meta, headers)
+        try:
+            ctx = await self._verify(meta, headers)
+        except ContextUnverifiable as exc:
+            # Infrastructure, not trust: retriable, and nothing was served.
+            return envelope.failure(EngramError(Code.STORE_UNAVAILABLE), exc.context.audit_id)
         if name not in TOOLS:
             raise ProtocolRefusal.unknown_tool()
         try:
             policy = await self._policy(ctx, with_head=name == "engram_memory_search")
         except EngramError as exc:
-            return envelope.failure(exc, ctx.audit_id)
+            # Storage could not be asked for the policy: the policy is what is missing.
+            code = Code.POLICY_UNAVAILABLE if exc.code is Code.STORE_UNAVAILABLE else exc.code
+            return envelope.failure(EngramError(code), ctx.audit_id)
         if name not in policy.visible(ctx):
             raise ProtocolRefusal.unknown_tool()
         try:
@@ -210,10 +220,10 @@ class Dispatcher:
         if name == "engram_memory_search":
             request = search_pb2.SearchRequest(caller=caller, arguments_json=canonicalize(args),
                                                policy_json=policy.policy_json, head_cursor=policy.head_cursor)
-            reply = await self._backends.call(self._backends.search.Search, request, timeout)
+            reply = await self._backends.call(SEARCH, "Search", request, timeout)
             return json.loads(reply.value_json)
         request = storage_pb2.GetRecordRequest(caller=caller, record_id=args["record_id"])
-        reply = await self._backends.call(self._backends.storage.GetRecord, request, timeout)
+        reply = await self._backends.call(STORAGE, "GetRecord", request, timeout)
         return build_get_value(reply, ctx, policy.policy, args["max_packet_bytes"])
 
     async def _mutate(
@@ -235,7 +245,7 @@ class Dispatcher:
                 payload_json=canonicalize(arguments["payload"]),
                 evidence_json=canonicalize(arguments["evidence"]),
             )
-            reply = await b.call(b.storage.Capture, request, timeout)
+            reply = await b.call(STORAGE, "Capture", request, timeout)
             return json.loads(reply.value_json)
         if name == "engram_memory_request_admission":
             request = admission_pb2.RequestAdmissionRequest(
@@ -244,7 +254,7 @@ class Dispatcher:
                 idempotency_key=key,
                 operation_digest=op_digest,
             )
-            reply = await b.call(b.admission.RequestAdmission, request, timeout)
+            reply = await b.call(ADMISSION, "RequestAdmission", request, timeout)
             return json.loads(reply.value_json)
         assert grant is not None
         transition = storage_pb2.TransitionRequest(
@@ -254,8 +264,8 @@ class Dispatcher:
             target=arguments["candidate_id" if name == "engram_memory_withdraw" else "record_id"],
             reason_ref=arguments["reason_ref"],
         )
-        method = b.storage.Withdraw if name == "engram_memory_withdraw" else b.storage.Forget
-        reply = await b.call(method, transition, timeout)
+        method = "Withdraw" if name == "engram_memory_withdraw" else "Forget"
+        reply = await b.call(STORAGE, method, transition, timeout)
         return json.loads(reply.value_json)
 
 

@@ -4,6 +4,7 @@ stdio."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -21,7 +22,8 @@ from starlette.routing import Mount, Route
 from engram_core.errors import ProtocolRefusal
 from engram_core.hosts import INVALID, MISSING, OK, HostRegistry
 from engram_core.schemas.tools import TOOLS
-from gateway.backends import Backends
+from engram_core.host_context import ReplayGuard
+from gateway.backends import ADMISSION, SEARCH, SERVING, STORAGE, Backends
 from gateway.http_guard import BODY_SECONDS, HttpGuard
 from gateway.dispatch import Dispatcher
 
@@ -99,15 +101,33 @@ def build_server(dispatcher: Dispatcher) -> Server[Any]:
     )
 
 
+# How long /readyz waits for each dependency (in parallel): a probe must answer before the
+# kubelet's 2 s timeout.
+READY_PROBE_SECONDS = 1.0
+
+
+async def _answers(replay: ReplayGuard | None) -> bool:
+    return True if replay is None else await replay.ping(READY_PROBE_SECONDS)
+
+
 def build_http_app(server: Server[Any], backends: Backends, host: str, *, run_id: str = "",
-                   registry: HostRegistry | None = None, body_seconds: float = BODY_SECONDS) -> Starlette:
+                   registry: HostRegistry | None = None, replay: ReplayGuard | None = None,
+                   body_seconds: float = BODY_SECONDS) -> Starlette:
     """/mcp (stateless Streamable HTTP, JSON responses) plus /healthz and /readyz.
 
     /mcp sits behind :class:`HttpGuard` (POST only, bounded body size and time).
-    /readyz answers ``{"status": "ready"|"degraded"|"not_ready", "run_id", "host_registry"}``:
-    503 ``not_ready`` when a backend is not serving or the host registry file is gone (no host
-    is trusted); 200 ``degraded`` when the registry file is invalid (the last valid one is in
-    force: calls go on, an operator must fix the file); else 200 ``ready``."""
+    /readyz answers ``{"status": "ready"|"degraded"|"not_ready", "run_id", "host_registry",
+    "dependencies": {"replay_store": "ok"|"unavailable", "storage"|"search"|"admission":
+    "serving"|"not_serving"|"unavailable"}}``:
+
+    - 503 ``not_ready`` when no call could be served: the host registry file is gone (no host
+      is trusted), the replay store does not answer (no context can be verified), or storage
+      is not serving (no policy can be read);
+    - 200 ``degraded`` when calls go on but some fail: the registry file is invalid (the last
+      valid one is in force), or search or admission is not serving (search, or admission,
+      answers its retriable code; capture, get, withdraw and forget still work);
+    - 200 ``ready`` otherwise.
+    """
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
     )
@@ -120,10 +140,13 @@ def build_http_app(server: Server[Any], backends: Backends, host: str, *, run_id
         if registry is not None:
             registry.maybe_reload()
             hosts = registry.state
-        ready = hosts != MISSING and await backends.all_serving()
-        status = "not_ready" if not ready else "degraded" if hosts == INVALID else "ready"
-        return JSONResponse({"status": status, "run_id": run_id, "host_registry": hosts},
-                            status_code=200 if ready else 503)
+        replay_ok, health = await asyncio.gather(_answers(replay), backends.health(timeout=READY_PROBE_SECONDS))
+        dependencies = {"replay_store": "ok" if replay_ok else "unavailable", **health}
+        ready = hosts != MISSING and replay_ok and health[STORAGE] == SERVING
+        degraded = hosts == INVALID or health[SEARCH] != SERVING or health[ADMISSION] != SERVING
+        status = "not_ready" if not ready else "degraded" if degraded else "ready"
+        return JSONResponse({"status": status, "run_id": run_id, "host_registry": hosts,
+                             "dependencies": dependencies}, status_code=200 if ready else 503)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -36,6 +36,7 @@ class Gateway:
     backends: Backends
     redis: aioredis.Redis
     registry: HostRegistry | None = None
+    replay: ReplayGuard | None = None
 
     async def close(self) -> None:
         await self.backends.close()
@@ -46,8 +47,7 @@ class Gateway:
 async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
     """Wire registry, replay guard, verifiers and backends from settings."""
     registry = HostRegistry.load(settings.host_registry)
-    redis = aioredis.Redis.from_url(settings.redis_url)
-    replay = ReplayGuard(redis, prefix=redis_prefix(settings.deployment) + "jti:")
+    replay = ReplayGuard.connect(settings.redis_url, prefix=redis_prefix(settings.deployment) + "jti:")
     backends = Backends(Transport.from_settings(settings), settings.storage_addr, settings.search_addr,
                         settings.admission_addr)
     dispatcher = Dispatcher(
@@ -56,7 +56,8 @@ async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
         ConfirmationVerifier(registry, settings.audience, replay),
         max_call_seconds=settings.max_call_seconds,
     )
-    gateway = Gateway(dispatcher, backends, redis, registry)
+    await replay.start()
+    gateway = Gateway(dispatcher, backends, replay.redis, registry, replay)
     try:
         yield gateway
     finally:
@@ -66,7 +67,7 @@ async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
 async def serve_http(settings: GatewaySettings) -> None:
     async with open_gateway(settings) as gw:
         app = build_http_app(build_server(gw.dispatcher), gw.backends, settings.gateway_host, run_id=settings.run_id,
-                             registry=gw.registry, body_seconds=settings.http_body_seconds)
+                             registry=gw.registry, replay=gw.replay, body_seconds=settings.http_body_seconds)
         config = uvicorn.Config(
             app,
             host=settings.gateway_host,

@@ -25,6 +25,7 @@ from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.canonical import canonicalize, is_plain
 from engram_core.digests import scope_digest
 from engram_core.errors import Code, EngramError
+from engram_core.dependency import Dependency, observe_rpc
 from engram_core.grpc_errors import error_from_rpc
 from engram_core.policy import UNPROJECTED_OPERATIONS, ScopePolicy
 from engram_core.timefmt import parse_instant
@@ -193,6 +194,7 @@ class Projections:
         self._progress_seconds = progress_seconds
         self._scopes: OrderedDict[tuple[str, str], ScopeProjection] = OrderedDict()
         self.evictions = 0
+        self.storage = Dependency("storage", log)
 
     def peek(self, tenant: str, workspace: str) -> ScopeProjection | None:
         return self._scopes.get((tenant, workspace))
@@ -347,9 +349,12 @@ class Projections:
 
     async def _call(self, method: Any, request: Any) -> Any:
         try:
-            return await method(request, timeout=self._rpc_seconds)
+            reply = await method(request, timeout=self._rpc_seconds)
         except grpc.aio.AioRpcError as exc:
+            observe_rpc(self.storage, exc)
             raise error_from_rpc(exc) from None
+        self.storage.ok()
+        return reply
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:

@@ -71,7 +71,10 @@ class MongoJtiGuard:
         self._store = store
         self._clock = clock
 
-    async def claim(self, namespace: str, jti: str, ttl_seconds: int, *, host_id: str) -> bool:
+    async def claim(self, namespace: str, jti: str, ttl_seconds: int, *, host_id: str,
+                    issued_at: float | None = None) -> bool:
+        """``issued_at`` is not needed: the collection is durable (a write is acknowledged only
+        once committed), so its memory never predates a token."""
         expires = datetime.datetime.fromtimestamp(self._clock() + ttl_seconds, datetime.timezone.utc)
         try:
             await self._store.confirmations.insert_one({"_id": jti_key(namespace, host_id, jti), "expires_at": expires})

@@ -6,10 +6,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from pymongo.errors import ConnectionFailure
+
 from engram_api.admin.v1 import admin_pb2_grpc
 from engram_api.storage.v1 import storage_pb2_grpc
 from engram_core import logs
 from engram_core.crypto import FileKeyProvider, Keyring
+from engram_core.grpc_errors import on_unreachable
 from engram_core.grpc_server import RunningServer, create_server, run_until_signal
 from engram_core.taskq import make_celery
 from engram_core.transport import Transport
@@ -63,6 +66,8 @@ async def create(settings: StorageSettings, *, host_registry: HostRegistry | Non
         admin_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
 
     running = await create_server(settings, register, Transport.from_settings(settings))
+    running.follow(store.mongo)
+    on_unreachable(ConnectionFailure, lambda: store.mongo.failed("operation_failed"))
     if relay is not None:
         relay.start()
 

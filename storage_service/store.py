@@ -25,14 +25,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pymongo import ASCENDING, AsyncMongoClient
+from pymongo import ASCENDING, AsyncMongoClient, monitoring
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.client_session import TransactionOptions
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import ConnectionFailure, DuplicateKeyError, PyMongoError, ServerSelectionTimeoutError
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
+from engram_core.dependency import Dependency
 from engram_core.digests import scope_digest
 from engram_core.errors import Code, EngramError
 from engram_core.timefmt import parse_instant
@@ -46,6 +47,11 @@ DUPLICATE_RETRIES = 5
 # Acknowledged means durable: a majority of the replica set has the write in its journal (on
 # SecantusDB, started with --sync-on-commit, the WiredTiger log is fsynced at each commit).
 DURABLE = WriteConcern("majority", j=True)
+# How often the driver checks the server, and how long a connection (and so a heartbeat) may
+# take: a database that stops answering is seen within about 7 s (logged, readiness follows).
+# Not shorter: a loaded SecantusDB can take a second or two to answer a heartbeat.
+HEARTBEAT_MS = 2000
+CONNECT_TIMEOUT_MS = 5000
 TRANSACTIONS = TransactionOptions(read_concern=ReadConcern("majority"), write_concern=DURABLE)
 
 
@@ -60,11 +66,30 @@ class Scope:
         return scope_digest(self.tenant, self.workspace)
 
 
-class Store:
-    """Collections of one engram database and the transaction helper."""
+class _Heartbeats(monitoring.ServerHeartbeatListener):
+    """The driver's server monitor tells :attr:`Store.mongo` when the database goes and comes."""
 
-    def __init__(self, client: AsyncMongoClient[Any], db_name: str) -> None:
+    def __init__(self, dependency: Dependency) -> None:
+        self._dependency = dependency
+
+    def started(self, event: monitoring.ServerHeartbeatStartedEvent) -> None:
+        pass
+
+    def succeeded(self, event: monitoring.ServerHeartbeatSucceededEvent) -> None:
+        self._dependency.ok()
+
+    def failed(self, event: monitoring.ServerHeartbeatFailedEvent) -> None:
+        self._dependency.failed("heartbeat_failed")
+
+
+class Store:
+    """Collections of one engram database and the transaction helper. ``mongo`` is the
+    database's reachability as the driver's heartbeats and this store's transactions see it
+    (logged on each change; storage's readiness follows it)."""
+
+    def __init__(self, client: AsyncMongoClient[Any], db_name: str, mongo: Dependency | None = None) -> None:
         self.client = client
+        self.mongo = mongo or Dependency("mongodb", log)
         self.db: AsyncDatabase[Any] = client.get_database(
             db_name, write_concern=DURABLE, read_concern=ReadConcern("majority")
         )
@@ -89,8 +114,10 @@ class Store:
         # outbox completion) are idempotent and re-driven by the relay or the task's retry, and a
         # retryable write costs SecantusDB a walk of its whole reply registry (docs/storage.md).
         # Transactions and their commit retries do not depend on it.
+        mongo = Dependency("mongodb", log)
         return cls(AsyncMongoClient(url, tz_aware=True, serverSelectionTimeoutMS=5000, w="majority", journal=True,
-                                    retryWrites=False), db_name)
+                                    retryWrites=False, event_listeners=[_Heartbeats(mongo)],
+                                    heartbeatFrequencyMS=HEARTBEAT_MS, connectTimeoutMS=CONNECT_TIMEOUT_MS), db_name, mongo)
 
     async def ensure_indexes(self) -> None:
         await self.journal.create_index([("scope", ASCENDING), ("cursor", ASCENDING)], unique=True)
@@ -146,6 +173,8 @@ class Store:
             except PyMongoError as exc:
                 # Driver messages may quote document values: log the class and code only.
                 log.error("transaction failed: %s code=%s", type(exc).__name__, getattr(exc, "code", None))
+                if isinstance(exc, (ConnectionFailure, ServerSelectionTimeoutError)):
+                    self.mongo.failed("operation_failed")
                 raise EngramError(Code.STORE_UNAVAILABLE) from None
         raise EngramError(Code.STORE_UNAVAILABLE)
 

@@ -74,6 +74,10 @@ def grpc_serving(state_dir: Path, addr: str, peer: str) -> bool:
     return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+# The /readyz dependencies of a stack with everything up.
+ALL_UP = {"replay_store": "ok", "storage": "serving", "search": "serving", "admission": "serving"}
+
+
 def readyz(mcp_url: str) -> tuple[int, dict[str, Any]] | None:
     """Status and body of the gateway's /readyz; None while nothing answers."""
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from engram_cli.datastores import free_port, process_start_time
 from engram_cli.spawn import spawn_up
-from tests.cli.helpers import alive, children, own_env, readyz, wait_for
+from tests.cli.helpers import ALL_UP, alive, children, own_env, readyz, wait_for
 
 CLEANUP = "engram up: stopped {n} processes left by an earlier engram up that did not exit cleanly"
 
@@ -45,7 +45,8 @@ def test_sigkill_of_up_takes_every_child_along(tmp_path: Path) -> None:
     try:
         assert not any("processes left by an earlier" in line for line in second.startup_output)
         state = second.state()
-        assert readyz(second.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"], "host_registry": "ok"})
+        assert readyz(second.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"], "host_registry": "ok",
+                                          "dependencies": ALL_UP})
         assert state["run_id"] != ""
     finally:
         second.stop()

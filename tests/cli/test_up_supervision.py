@@ -21,7 +21,7 @@ from engram_cli.spawn import SpawnedStack, spawn_up
 from engram_cli.stackstate import DEV_TENANT, DEV_WORKSPACE, deployment_for
 from engram_core.pki import IDENTITIES
 from engram_core.transport import Transport
-from tests.cli.helpers import OutputTail, alive, children, grpc_serving, own_env, readyz, run_up, wait_for
+from tests.cli.helpers import ALL_UP, OutputTail, alive, children, grpc_serving, own_env, readyz, run_up, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,8 @@ def test_readyz_names_this_run(up: tuple[SpawnedStack, OutputTail]) -> None:
     stack, _ = up
     state = stack.state()
     assert len(state["run_id"]) == 16
-    assert readyz(stack.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"], "host_registry": "ok"})
+    assert readyz(stack.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"], "host_registry": "ok",
+                                          "dependencies": ALL_UP})
     assert state["deployment"] == deployment_for(stack.state_dir)
     assert set(state["children"]) == {"mongodb", "redis", "storage", "search", "admission", "worker", "beat",
                                       "gateway"}
@@ -95,7 +96,8 @@ def test_killed_secantus_is_restarted_with_its_data(up: tuple[SpawnedStack, Outp
 
     # The dev scope was written before the kill: it is still there, and storage writes again.
     wait_for("storage writes to the restarted SecantusDB", scope_enabled, 30, interval=0.3)
-    assert readyz(stack.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"], "host_registry": "ok"})
+    assert readyz(stack.mcp_url) == (200, {"status": "ready", "run_id": state["run_id"], "host_registry": "ok",
+                                          "dependencies": ALL_UP})
 
 
 def test_second_up_on_the_same_state_dir_is_refused(up: tuple[SpawnedStack, OutputTail]) -> None:

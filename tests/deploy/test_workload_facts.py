@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from admission_worker.beat import BeatSettings
+from engram_core.grpc_server import LIVENESS_SERVICE
 
 from .manifests import (
     CONFIG_MAP,
@@ -90,8 +91,11 @@ def test_grpc_services_use_native_grpc_probes_on_their_probe_port(manifests: Ren
                                       {"name": "probe", "containerPort": PROBE_PORT, "protocol": "TCP"}]
         env = container_env(manifests, container)
         assert env["ENGRAM_GRPC_PORT"].value == str(port) and env["ENGRAM_PROBE_PORT"].value == str(PROBE_PORT)
-        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        for probe in ("startupProbe", "readinessProbe"):
             assert container[probe]["grpc"] == {"port": PROBE_PORT}, f"{name} {probe}"
+        # Liveness asks the service that stays SERVING through a dependency's outage (readiness
+        # does not), so an outage of Redis or MongoDB never restarts the pods.
+        assert container["livenessProbe"]["grpc"] == {"port": PROBE_PORT, "service": LIVENESS_SERVICE}, name
 
 
 def test_gateway_probes_are_http_readyz_and_healthz(manifests: Rendered) -> None:

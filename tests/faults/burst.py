@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engram_cli.spawn import SpawnedStack
 from engram_hostkit import HostFile
 from engram_hostkit.client import EngramClient
 from engram_hostkit.examples import make_capture_args, make_request_admission_args
@@ -129,3 +130,15 @@ class Reconnecting:
                 raise Refused(f"{tool} refused with {error.get('code')}")
             self._burst.note(error.get("code", "?"))
             await asyncio.sleep(0.2)
+
+
+def restarted(stack: SpawnedStack, name: str, old_pid: int, timeout: float = 30.0) -> int:
+    """Wait until the supervisor has a new pid for ``name``; returns it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = stack.state()
+        pid = int(state.get("children", {}).get(name, {}).get("pid", 0))
+        if pid and pid != old_pid and state.get("restarts", {}).get(name, 0) >= 1:
+            return pid
+        time.sleep(0.05)
+    raise AssertionError(f"{name} was not restarted within {timeout:.0f}s")

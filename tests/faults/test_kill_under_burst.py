@@ -15,25 +15,13 @@ from pymongo import MongoClient
 
 from engram_cli.spawn import SpawnedStack
 from engram_hostkit.examples import make_request_admission_args, make_search_args
-from tests.faults.burst import PURPOSE, Burst, Reconnecting
+from tests.faults.burst import PURPOSE, Burst, Reconnecting, restarted
 
 # Every process of the local stack: the datastores first, then the services.
 TARGETS = ("mongodb", "redis", "worker", "storage", "search", "admission", "gateway")
 BURST_SIZE = 16
 KILL_AFTER = 4
 RECOVERY_SECONDS = 90.0
-
-
-def restarted(stack: SpawnedStack, name: str, old_pid: int, timeout: float = 30.0) -> int:
-    """Wait until the supervisor has a new pid for ``name``; returns it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = stack.state()
-        pid = int(state.get("children", {}).get(name, {}).get("pid", 0))
-        if pid and pid != old_pid and state.get("restarts", {}).get(name, 0) >= 1:
-            return pid
-        time.sleep(0.05)
-    raise AssertionError(f"{name} was not restarted within {timeout:.0f}s")
 
 
 async def verify(stack: SpawnedStack, burst: Burst) -> None:

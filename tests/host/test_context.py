@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -13,7 +16,8 @@ from engram_core.errors import JSONRPC_INTERNAL_ERROR, ProtocolRefusal
 from engram_core.jws import b64url_decode, b64url_encode, private_key_from_b64url
 from engram_core.schemas.tools import TOOL_NAMES
 from engram_hostkit.tokens import CONFIRMATION_TYP
-from engram_core.host_context import ContextVerifier, ReplayGuard, parse_instant_ms
+from engram_cli.datastores import ChildProcess, start_redis
+from engram_core.host_context import ContextUnverifiable, ContextVerifier, ReplayGuard, parse_instant_ms
 from engram_core.hosts import upsert_host
 
 from .conftest import AUDIENCE, HOST_ID, NOW, TENANT, Harness, new_host
@@ -397,15 +401,82 @@ async def test_replay_key_is_a_digest_with_bounded_ttl(harness: Harness, redis_c
     assert all(jti.encode() not in k and token.encode()[:40] not in k for k in keys)
 
 
-async def test_redis_unreachable_fails_closed(harness: Harness):
+async def test_redis_unreachable_is_an_unverifiable_context_not_a_refusal(harness: Harness):
+    """Infrastructure, not trust: a signed context whose jti cannot be checked is
+    ContextUnverifiable (the gateway answers STORE_UNAVAILABLE); a forged one is still -32603."""
     dead = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
     verifier = ContextVerifier(harness.registry, AUDIENCE, ReplayGuard(dead, timeout_seconds=0.3), clock=harness.clock)
     try:
-        with pytest.raises(ProtocolRefusal) as info:
-            await verifier.verify(harness.context(), None)
-        assert info.value.jsonrpc_code == JSONRPC_INTERNAL_ERROR
+        with pytest.raises(ContextUnverifiable) as info:
+            await verifier.verify(harness.context(audit_id="audit-down"), None)
+        assert info.value.context.audit_id == "audit-down"
+        forged = harness.context(host=new_host(HOST_ID, [TENANT]))
+        with pytest.raises(ProtocolRefusal) as refusal:
+            await verifier.verify(forged, None)
+        assert refusal.value.jsonrpc_code == JSONRPC_INTERNAL_ERROR
     finally:
         await dead.aclose()
+
+
+@pytest.fixture
+def own_redis(tmp_path) -> Iterator[tuple[ChildProcess, Path]]:
+    """A redis-server of this test alone, with an append-only file in ``tmp_path``."""
+    child = start_redis(data_dir=tmp_path / "redis")
+    yield child, tmp_path / "redis"
+    child.stop()
+
+
+def restart_without_data(child: ChildProcess, data: Path) -> None:
+    child.stop()
+    shutil.rmtree(data)  # what a restart without persistence keeps: nothing
+    data.mkdir()
+    child.start()
+
+
+@pytest.mark.parametrize("keep_data", [False, True], ids=["no-persistence", "aof-kept"])
+async def test_context_never_accepted_twice_across_a_redis_restart(harness: Harness, own_redis, keep_data: bool):
+    child, data = own_redis
+    guard = ReplayGuard.connect(child.url, prefix="t:jti:", timeout_seconds=2.0, clock=harness.clock)
+    verifier = ContextVerifier(harness.registry, AUDIENCE, guard, clock=harness.clock)
+    try:
+        await guard.start()
+        used = harness.context(jti="u" * 20)
+        await verifier.verify(used, None)
+        harness.clock.advance(1.0)
+        if keep_data:
+            child.stop()
+            child.start()
+        else:
+            restart_without_data(child, data)
+        # Issued before the restart: the store cannot vouch for it (retriable), never accepted.
+        with pytest.raises(ContextUnverifiable):
+            await verifier.verify(used, None)
+        with pytest.raises(ContextUnverifiable):
+            await verifier.verify(harness.context(jti="v" * 20, now=NOW + 0.5), None)
+        # Issued after it: accepted once, then refused as a replay.
+        fresh = harness.context(jti="w" * 20, now=NOW + 1.0)
+        await verifier.verify(fresh, None)
+        with pytest.raises(ProtocolRefusal):
+            await verifier.verify(fresh, None)
+    finally:
+        await guard.redis.aclose()
+
+
+async def test_epoch_stays_while_the_server_runs(harness: Harness, own_redis):
+    """New connections to the same server (same run_id) do not move the epoch."""
+    child, _ = own_redis
+    guard = ReplayGuard.connect(child.url, prefix="t:jti:", clock=harness.clock)
+    verifier = ContextVerifier(harness.registry, AUDIENCE, guard, clock=harness.clock)
+    try:
+        await guard.start()
+        harness.clock.advance(5.0)
+        await guard.redis.connection_pool.disconnect()
+        other = ReplayGuard.connect(child.url, prefix="t:jti:", clock=harness.clock)
+        await other.start()
+        await other.redis.aclose()
+        await verifier.verify(harness.context(jti="x" * 20, now=NOW + 1.0), None)
+    finally:
+        await guard.redis.aclose()
 
 
 # --- registry hot reload ------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def _run(transport: Transport, addr: str, token: str, method: str, request: obje
     try:
         return asyncio.run(_call(transport, addr, token, method, request))
     except grpc.aio.AioRpcError as exc:
-        print(f"engram admin: {_code(exc)}", file=sys.stderr)
+        print(refusal_line(_code(exc)), file=sys.stderr)
         return None
 
 
@@ -262,7 +262,7 @@ def _scope_command(transport: Transport, addr: str, token: str, opts: argparse.N
         reply = asyncio.run(_call(transport, addr, token, *call))
     except grpc.aio.AioRpcError as exc:
         code = _code(exc)
-        print(f"engram admin: {code}", file=sys.stderr)
+        print(refusal_line(code), file=sys.stderr)
         return POLICY_STALE_EXIT if code == "POLICY_STALE" else 1
     policy = json.loads(reply.policy_json or b"{}")
     if opts.json:
@@ -277,6 +277,30 @@ def _scope_command(transport: Transport, addr: str, token: str, opts: argparse.N
         if member != "version":
             print(f"  {member:<24} {json.dumps(value)}")
     return 0
+
+
+# What to do about a refused admin call, by code (printed after it; the code stays first on the
+# line for scripts).
+HINTS = {
+    "UNAVAILABLE": "storage is not reachable: is the stack running (`engram up`), and is ENGRAM_STORAGE_ADDR right?",
+    "DEADLINE_EXCEEDED": "storage did not answer in time: retry; if it persists, look at storage's log",
+    "UNAUTHENTICATED": "the operator credential was refused: check ENGRAM_ADMIN_TOKEN",
+    "PERMISSION_DENIED": "this identity may not use the admin plane: use the operator certificate (ENGRAM_TLS_DIR)",
+    "UNAUTHORIZED": "the operator credential was refused: check ENGRAM_ADMIN_TOKEN",
+    "STORE_UNAVAILABLE": "storage cannot reach its database: check MongoDB, then retry",
+    "POLICY_STALE": "the policy changed meanwhile: `engram admin show`, then retry with its --expect-version",
+    "INVALID_SCHEMA": "an argument or policy member is not valid: see `--help` and docs/operations.md",
+    "NOT_FOUND": "nothing with that id in this scope (check --tenant/--workspace)",
+    "ILLEGAL_TRANSITION": "the lifecycle does not allow this move from the current state: `engram admin history`",
+    "ALREADY_TERMINAL": "it is already in its terminal state: nothing to do",
+    "JOURNAL_CORRUPT": "the scope's journal does not verify: stop and restore from a backup (docs/operations.md)",
+}
+
+
+def refusal_line(code: str) -> str:
+    """``engram admin: CODE`` plus what to do about it, when there is something to say."""
+    hint = HINTS.get(code)
+    return f"engram admin: {code}" + (f" ({hint})" if hint else "")
 
 
 def _code(exc: grpc.aio.AioRpcError) -> str:

@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def _service(name: str) -> Callable[[list[str]], int]:
@@ -72,12 +72,34 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
 }
 
 
+CONFIG_EXIT = 78  # EX_CONFIG
+
+
+def settings_problems(exc: Any) -> list[str]:
+    """One line per invalid ``ENGRAM_*`` setting: the variable and what is wrong with it —
+    never its value (pydantic's own text quotes the input, which may be a secret)."""
+    lines = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        name = "ENGRAM_" + "_".join(str(part) for part in error["loc"]).upper()
+        what = "required, not set" if error["type"] == "missing" else error["msg"]
+        lines.append(f"  {name}: {what}")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from pydantic import ValidationError
+
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
         print(__doc__.strip(), file=sys.stderr)
         return 0 if args and args[0] in ("-h", "--help") else 2
-    return COMMANDS[args[0]](args[1:])
+    try:
+        return COMMANDS[args[0]](args[1:])
+    except ValidationError as exc:
+        print(f"engram {args[0]}: invalid configuration:", *settings_problems(exc),
+              "Set these environment variables (README, Configuration) and start it again.",
+              sep="\n", file=sys.stderr)
+        return CONFIG_EXIT
 
 
 if __name__ == "__main__":

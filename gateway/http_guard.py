@@ -10,8 +10,13 @@ gateway's resources, and every refusal is a JSON-RPC error with a constant messa
 - A body must arrive within ``body_seconds`` of the request's headers: a client trickling it
   gets 408 and the connection closed (a slow-body pin).
 
+- Every JSON-RPC error that leaves ``/mcp`` has a constant message: the SDK's own errors
+  (pydantic validation text quoting the request, a method name in ``data``, a plain-text 400)
+  are rewritten to the standard message of their code, without ``data``; the gateway's own
+  refusals (-32603 untrusted context, -32602 unknown tool) keep theirs.
+
 Header read timeouts, idle keep-alive connections and the cap on concurrent connections are the
-HTTP server's (uvicorn settings in ``gateway/server.py``).
+HTTP server's (``gateway/http_server.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+
+from engram_core.errors import UNKNOWN_TOOL_MESSAGE, UNTRUSTED_CONTEXT_MESSAGE
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -36,6 +43,11 @@ INVALID_REQUEST = -32600
 METHOD_NOT_ALLOWED = "Method not allowed: this gateway accepts POST only"
 BODY_TOO_LARGE = "Request body too large"
 BODY_TOO_SLOW = "Request body not received in time"
+# The message every other error of a code gets (JSON-RPC 2.0's own names).
+STANDARD_MESSAGES = {-32700: "Parse error", -32600: "Invalid Request", -32601: "Method not found",
+                     -32602: "Invalid params", -32603: "Internal error"}
+SERVER_ERROR = "Server error"
+OWN_MESSAGES = frozenset({UNTRUSTED_CONTEXT_MESSAGE, UNKNOWN_TOOL_MESSAGE})
 
 
 async def _refuse(send: Send, status: int, message: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
@@ -86,7 +98,68 @@ class HttpGuard:
         except TimeoutError:
             await _refuse(send, 408, BODY_TOO_SLOW)
             return
-        await self._app(scope, _replay(b"".join(chunks), receive), send)
+        await self._app(scope, _replay(b"".join(chunks), receive), _constant_errors(send))
+
+
+def _constant_error(error: Any) -> dict[str, Any]:
+    code = error.get("code") if isinstance(error, dict) else None
+    code = code if isinstance(code, int) and not isinstance(code, bool) else -32603
+    message = error.get("message") if isinstance(error, dict) else None
+    if message not in OWN_MESSAGES:
+        message = STANDARD_MESSAGES.get(code, SERVER_ERROR)
+    return {"code": code, "message": message}
+
+
+def constant_body(status: int, body: bytes) -> bytes | None:
+    """The body to send instead of ``body`` (None: send it as it is). JSON-RPC errors get
+    :func:`_constant_error`; a non-JSON error body becomes a JSON-RPC Invalid Request."""
+    result_at, error_at = body.find(b'"result"'), body.find(b'"error"')
+    if status < 400 and (error_at < 0 or 0 <= result_at < error_at):
+        return None  # a result (an envelope may mention "error" inside it)
+    try:
+        document = json.loads(body) if body else None
+    except ValueError:
+        document = None
+    if document is None:
+        if status < 400:
+            return None
+        return json.dumps({"jsonrpc": "2.0", "id": None,
+                           "error": {"code": INVALID_REQUEST, "message": STANDARD_MESSAGES[INVALID_REQUEST]}}).encode()
+    items = document if isinstance(document, list) else [document]
+    for item in items:
+        if isinstance(item, dict) and "error" in item:
+            item["error"] = _constant_error(item["error"])
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _constant_errors(send: Send) -> Send:
+    """A send that holds the response until its body is complete, then sends it with
+    :func:`constant_body` applied (and the right Content-Length)."""
+    start: Message | None = None
+    parts: list[bytes] = []
+
+    async def guarded(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start":
+            start = message
+            return
+        if message["type"] != "http.response.body" or start is None:
+            await send(message)
+            return
+        parts.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = b"".join(parts)
+        replaced = constant_body(int(start["status"]), body)
+        headers = list(start.get("headers") or ())
+        if replaced is not None:
+            body = replaced
+            headers = [(k, v) for k, v in headers if k.lower() not in (b"content-length", b"content-type")]
+            headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return guarded
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

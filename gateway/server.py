@@ -22,11 +22,10 @@ from engram_core.confirmation import ConfirmationVerifier
 from engram_core.host_context import ContextVerifier, ReplayGuard
 from gateway.dispatch import Dispatcher
 from engram_core.hosts import HostRegistry
+from gateway.http_server import http_config
 from gateway.mcp_app import build_http_app, build_server
 from gateway.settings import GatewaySettings
 
-# Request line plus headers, at most (a context JWS, which may travel in a header, is ≤ 8 KiB).
-MAX_HEADER_BYTES = 16 * 1024
 log = logging.getLogger("engram.gateway")
 
 
@@ -68,17 +67,10 @@ async def serve_http(settings: GatewaySettings) -> None:
     async with open_gateway(settings) as gw:
         app = build_http_app(build_server(gw.dispatcher), gw.backends, settings.gateway_host, run_id=settings.run_id,
                              registry=gw.registry, replay=gw.replay, body_seconds=settings.http_body_seconds)
-        config = uvicorn.Config(
-            app,
-            host=settings.gateway_host,
-            port=settings.gateway_port,
-            log_level="warning",
-            limit_concurrency=settings.http_max_connections,
-            timeout_keep_alive=settings.http_idle_seconds,
-            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-            timeout_graceful_shutdown=int(settings.stop_grace_seconds),
-            lifespan="on",
-        )
+        config = http_config(app, host=settings.gateway_host, port=settings.gateway_port,
+                             max_connections=settings.http_max_connections, idle_seconds=settings.http_idle_seconds,
+                             header_seconds=settings.http_header_seconds,
+                             grace_seconds=int(settings.stop_grace_seconds))
         server = uvicorn.Server(config)
         log.info("gateway listening on %s:%d", settings.gateway_host, settings.gateway_port)
         await server.serve()

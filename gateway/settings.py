@@ -23,9 +23,11 @@ class GatewaySettings(BaseEngramSettings):
     # This run's identity, reported by /readyz (``engram up`` sets it to tell its own gateway
     # from another server on the port).
     run_id: str = ""
-    # The HTTP edge (gateway/http_guard.py, docs/operations.md): seconds a request body may
-    # take to arrive, open connections and requests at once (more: 503), seconds an idle
-    # keep-alive connection stays open.
+    # The HTTP edge (gateway/http_guard.py, gateway/http_server.py, docs/operations.md):
+    # seconds a request body may take to arrive, open connections and requests at once (more:
+    # 503), seconds an idle keep-alive connection stays open, seconds the request line and
+    # headers may take (from the connection's start or the previous response).
     http_body_seconds: float = Field(10.0, gt=0.0)
     http_max_connections: int = Field(1000, ge=1)
     http_idle_seconds: float = Field(5.0, gt=0.0)
+    http_header_seconds: float = Field(10.0, gt=0.0)

@@ -123,3 +123,33 @@ def test_the_http_edge_refuses_get_and_oversize_bodies_with_a_json_rpc_error(sta
     oversize = httpx.post(url, content=b"{" + b" " * (4 * 1024 * 1024) + b"}", timeout=30,
                           headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
     assert oversize.status_code == 413 and oversize.json()["error"] == {"code": -32600, "message": BODY_TOO_LARGE}
+
+
+# Requests whose SDK answers used to quote them (pydantic text with input_value, the method in
+# ``data``) or were plain text; each answer must be a constant JSON-RPC error.
+HOSTILE = {
+    "batch": (b'[{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"FRAGMENT"}}]', -32602),
+    "unknown method": (b'{"jsonrpc":"2.0","id":1,"method":"FRAGMENT"}', -32601),
+    "bad params": (b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5,"arguments":"FRAGMENT"}}',
+                   -32602),
+    "not JSON": (b'FRAGMENT{', -32700),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_protocol_errors_never_quote_the_request(stack: RunningStack, case: str) -> None:
+    from gateway.http_guard import STANDARD_MESSAGES
+
+    body, wanted = HOSTILE[case]
+    reply = httpx.post(stack.mcp_url, content=body, timeout=10,
+                       headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
+    assert b"FRAGMENT" not in reply.content and b"input_value" not in reply.content
+    error = reply.json()["error"]
+    assert error == {"code": wanted, "message": STANDARD_MESSAGES[wanted]}
+
+
+def test_a_plain_text_refusal_becomes_a_json_rpc_error(stack: RunningStack) -> None:
+    reply = httpx.post(stack.mcp_url, content=b"{}", timeout=10,
+                       headers={"content-type": "text/FRAGMENT", "accept": "application/json"})
+    assert reply.status_code == 400 and b"FRAGMENT" not in reply.content
+    assert reply.json()["error"] == {"code": -32600, "message": "Invalid Request"}

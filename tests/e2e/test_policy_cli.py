@@ -11,6 +11,7 @@ import time
 import uuid
 
 from engram_hostkit.examples import make_capture_args, make_request_admission_args
+from engram_cli.admin import refusal_line
 from engram_core.schemas.tools import TOOL_NAMES
 from tests.e2e.conftest import RunningStack
 from tests.e2e.test_scenario import PURPOSE, connect, value
@@ -43,9 +44,9 @@ async def test_policy_edits_through_the_cli_take_effect_on_the_next_call(stack: 
         assert await writer.list_tools() == list(TOOL_NAMES)
 
         stale = admin(stack, "policy", *where, "--set", "retain_allowed=true", "--expect-version", "1")
-        assert (stale.returncode, stale.stderr.strip()) == (4, "engram admin: POLICY_STALE")
+        assert (stale.returncode, stale.stderr.strip()) == (4, refusal_line("POLICY_STALE"))
         invalid = admin(stack, "policy", *where, "--set", "retention_cap_ms=0")
-        assert (invalid.returncode, invalid.stderr.strip()) == (1, "engram admin: INVALID_SCHEMA")
+        assert (invalid.returncode, invalid.stderr.strip()) == (1, refusal_line("INVALID_SCHEMA"))
         unparsed = admin(stack, "policy", *where, "--set", "retain_allowed")
         assert unparsed.returncode == 2 and "MEMBER=JSON" in unparsed.stderr
         assert admin(stack, "policy", *where).returncode == 2  # nothing to change

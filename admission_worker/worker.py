@@ -4,7 +4,10 @@ grpc.health.v1 server for Kubernetes probes."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from concurrent import futures
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -20,6 +23,21 @@ from engram_core.taskq import make_celery
 from engram_core.transport import Transport
 
 log = logging.getLogger("engram.worker")
+
+
+def say_as_json(msg: str, f: Any = sys.__stderr__) -> None:
+    """Celery's ``safe_say`` (its shutdown notices, written from a signal handler straight to a
+    file descriptor, ``--quiet`` or not) as one JSON log line on stderr."""
+    try:
+        os.write(2, logs.line("worker", "celery.worker", msg.strip()))
+    except OSError:
+        pass
+
+
+def quiet_celery() -> None:
+    import celery.apps.worker
+
+    celery.apps.worker.safe_say = say_as_json  # type: ignore[assignment]
 
 
 def start_health_server(transport: Transport, host: str, port: int,
@@ -79,9 +97,11 @@ def main() -> int:
 
     watchdog.install(app, settings.task_queue, settings.worker_concurrency, settings.worker_stall_seconds, on_stall,
                      broker)
+    quiet_celery()
     try:
         app.worker_main(
             [
+                "--quiet",  # celery's own option: no banner on stdout (every line of the log is JSON)
                 "worker",
                 "--pool=threads",
                 f"--concurrency={settings.worker_concurrency}",

@@ -9,9 +9,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+# gRPC's C core logs to stderr in its own format, at info level by default (e.g. each failed TLS
+# handshake): errors only, and it must be set before grpc loads.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 
 def _service(name: str) -> Callable[[list[str]], int]:

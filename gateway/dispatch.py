@@ -7,9 +7,10 @@ outcome of ``tools/call`` is an envelope (SPEC §4).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,9 @@ CONFIRMATION_META_KEY = "io.engram/confirmation"
 CONTEXT_HEADER = "engram-context"
 
 log = logging.getLogger("engram.gateway")
+
+# Given the CANCELLED envelope of a call its peer cancelled (see gateway/cancellation.py).
+OnCancelled = Callable[[dict[str, Any]], Awaitable[object]]
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,10 @@ class Dispatcher:
         arguments: Any,
         meta: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None,
+        on_cancelled: OnCancelled | None = None,
     ) -> dict[str, Any]:
+        """``on_cancelled``: where the ``CANCELLED`` envelope goes when this call is cancelled
+        after its context was verified (its downstream call is cancelled with it)."""
         try:
             ctx = await self._verify(meta, headers)
         except ContextUnverifiable as exc:
@@ -136,6 +143,11 @@ class Dispatcher:
             raise ProtocolRefusal.unknown_tool()
         try:
             value = await self._run(name, arguments if arguments is not None else {}, ctx, policy, meta)
+        except asyncio.CancelledError:
+            log.info("call cancelled", extra={"tool": name, "scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
+            if on_cancelled is not None:
+                await on_cancelled(envelope.failure(EngramError(Code.CANCELLED), ctx.audit_id))
+            raise
         except EngramError as exc:
             return envelope.failure(exc, ctx.audit_id)
         except ProtocolRefusal:

@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -24,6 +25,7 @@ from engram_core.hosts import INVALID, MISSING, OK, HostRegistry
 from engram_core.schemas.tools import TOOLS
 from engram_core.host_context import ReplayGuard
 from gateway.backends import ADMISSION, SEARCH, SERVING, STORAGE, Backends
+from gateway.cancellation import PeerCancels
 from gateway.http_guard import BODY_SECONDS, HttpGuard
 from gateway.dispatch import Dispatcher
 
@@ -67,25 +69,60 @@ def _to_mcp_error(exc: ProtocolRefusal) -> MCPError:
     return MCPError(exc.jsonrpc_code, str(exc))
 
 
-def build_server(dispatcher: Dispatcher) -> Server[Any]:
+async def _sdk_cancellation() -> None:
+    """From a handler whose await was cancelled: raise the cancellation of the SDK's own scope.
+
+    The SDK interrupts a handler by cancelling an anyio scope, which absorbs only a
+    CancelledError it recognises as its own. ``grpc.aio`` answers a cancelled call with a fresh,
+    bare ``CancelledError``; left to escape, it looks foreign to the scope, cancels the
+    session's task group and ends the whole stdio session (every later request unanswered).
+    Inside a cancelled scope this checkpoint raises the scope's own cancellation (the caller's
+    ``raise`` is then not reached); outside one (e.g. the task itself was cancelled) it returns.
+    """
+    await anyio.lowlevel.checkpoint_if_cancelled()
+
+
+def _call_result(result: dict[str, Any]) -> types.CallToolResult:
+    text = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=result,
+        is_error=not result["ok"],
+    )
+
+
+def build_server(dispatcher: Dispatcher, cancels: PeerCancels | None = None) -> Server[Any]:
+    """``cancels``: over stdio, where a call the peer cancelled is answered CANCELLED."""
     async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         try:
             names = await dispatcher.list_tools(params.meta if params else None, _headers(ctx))
         except ProtocolRefusal as exc:
             raise _to_mcp_error(exc) from None
+        except asyncio.CancelledError:
+            await _sdk_cancellation()
+            raise
         return types.ListToolsResult(tools=[_tool(n) for n in names])
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        request_id = getattr(ctx, "request_id", None)
+
+        async def answer_cancelled(result: dict[str, Any]) -> None:
+            if cancels is not None:
+                await cancels.answer(request_id, _call_result(result).model_dump(by_alias=True, mode="json",
+                                                                                  exclude_none=True))
+
         try:
-            result = await dispatcher.call_tool(params.name, params.arguments, params.meta, _headers(ctx))
+            result = await dispatcher.call_tool(params.name, params.arguments, params.meta, _headers(ctx),
+                                                on_cancelled=answer_cancelled)
         except ProtocolRefusal as exc:
             raise _to_mcp_error(exc) from None
-        text = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
-            structured_content=result,
-            is_error=not result["ok"],
-        )
+        except asyncio.CancelledError:
+            await _sdk_cancellation()
+            raise
+        finally:
+            if cancels is not None:
+                cancels.finished(request_id)
+        return _call_result(result)
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         tool = TOOLS.get(name)

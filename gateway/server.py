@@ -18,6 +18,7 @@ from engram_core import logs
 from engram_core.taskq import redis_prefix
 from engram_core.transport import Transport
 from gateway.backends import Backends
+from gateway.cancellation import PeerCancels
 from engram_core.confirmation import ConfirmationVerifier
 from engram_core.host_context import ContextVerifier, ReplayGuard
 from gateway.dispatch import Dispatcher
@@ -79,10 +80,11 @@ async def serve_http(settings: GatewaySettings) -> None:
 async def serve_stdio(settings: GatewaySettings) -> None:
     from mcp.server.stdio import stdio_server
 
-    async with open_gateway(settings) as gw:
-        server = build_server(gw.dispatcher)
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+    async with open_gateway(settings) as gw, stdio_server() as (read, write):
+        cancels = PeerCancels(write)
+        server = build_server(gw.dispatcher, cancels)
+        async with cancels.watching(read) as noted:
+            await server.run(noted, write, server.create_initialization_options())
 
 
 def main(argv: list[str] | None = None) -> int:

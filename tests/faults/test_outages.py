@@ -184,3 +184,33 @@ async def test_search_away_degrades_but_writes_go_on(owned_stack: SpawnedStack) 
             assert retriable(await client.call(SEARCH, args, meta=short(client, 3.0)), "DEADLINE_EXCEEDED")
         await until_ok(client, SEARCH, args)
     wait_for("readyz ready again", lambda: ready_with(stack, 200, "ready", **ALL_UP), RECOVERY_SECONDS, interval=0.2)
+
+
+# Logs the project's own processes write (the datastores' are theirs: redis.log is Redis's).
+OWN_LOGS = ("up", "gateway", "storage", "search", "admission", "worker", "beat")
+
+
+def test_every_line_of_every_service_log_is_json(owned_stack: SpawnedStack) -> None:
+    """After this module's outages, and a graceful restart of the worker (celery writes its
+    shutdown notice straight to a descriptor), every line each service wrote is one JSON object."""
+    stack = owned_stack
+    old = pid_of(stack, "worker")
+    os.kill(old, signal.SIGTERM)
+    restarted(stack, "worker", old)
+    worker = stack.state()["worker_health_addr"]
+    wait_for("worker ready again", lambda: grpc_serving(stack.state_dir, worker, "worker") or None,
+             RECOVERY_SECONDS, interval=0.2)
+    files = [p for p in sorted((stack.state_dir / "logs").glob("*.log")) if p.stem.split("-")[0] in OWN_LOGS]
+    assert {p.stem for p in files} >= {"up", "gateway", "storage", "search", "admission", "worker", "beat"}
+    for path in files:
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                raise AssertionError(f"{path.name}:{number} is not JSON: {line[:120]!r}") from None
+            assert isinstance(entry, dict), (path.name, number)
+            if path.stem != "up":  # the supervisor's log is its event record (time, event, …)
+                assert {"ts", "level", "service", "logger", "msg"} <= entry.keys(), (path.name, number)
+    shutdown = [e for e in (json.loads(x) for x in (stack.state_dir / "logs" / "worker.log").read_text().splitlines())
+                if "Warm shutdown" in e["msg"]]
+    assert len(shutdown) == 1, shutdown

@@ -49,6 +49,23 @@ async def drain(reader: asyncio.StreamReader) -> bytes:
         data += chunk
 
 
+Conns = list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+
+
+def probe_line(case: str, at: float, conns: Conns, gateway: int) -> str:
+    return (f"{case} n={len(conns)} t={at:.1f}s open={sum(still_open(r) for r, _ in conns)} "
+            f"gateway_rss={rss_mib(gateway):.1f}MiB")
+
+
+async def close_all(conns: Conns, before: float, gateway: int) -> str:
+    """Close every client connection; the gateway's memory before, with them, and a second after."""
+    with_them = rss_mib(gateway)
+    for _, writer in conns:
+        writer.close()
+    await asyncio.sleep(1.0)
+    return f"rss before={before:.1f} with={with_them:.1f} after_close={rss_mib(gateway):.1f} MiB"
+
+
 async def get_streams(host: str, port: int, path: str, n: int, gateway: int, probes: list[float]) -> list[str]:
     before = rss_mib(gateway)
     conns = await asyncio.gather(*(open_conn(host, port) for _ in range(n)))
@@ -66,14 +83,8 @@ async def get_streams(host: str, port: int, path: str, n: int, gateway: int, pro
             if answer:
                 status = answer.split(b"\r\n", 1)[0].decode(errors="replace")
                 statuses[status] = statuses.get(status, 0) + 1
-        lines.append(f"get-streams n={n} t={at:.1f}s open={sum(still_open(r) for r, _ in conns)} "
-                     f"gateway_rss={rss_mib(gateway):.1f}MiB")
-    with_them = rss_mib(gateway)
-    for _, writer in conns:
-        writer.close()
-    await asyncio.sleep(1.0)
-    lines.append(f"get-streams n={n} answers={statuses} rss before={before:.1f} with={with_them:.1f} "
-                 f"after_close={rss_mib(gateway):.1f} MiB")
+        lines.append(probe_line("get-streams", at, conns, gateway))
+    lines.append(f"get-streams n={n} answers={statuses} {await close_all(conns, before, gateway)}")
     return lines
 
 
@@ -93,13 +104,8 @@ async def slowloris(host: str, port: int, path: str, n: int, gateway: int, probe
                     writer.write(f"X-{tick}: a\r\n".encode())
             await asyncio.sleep(0.5)
             await asyncio.gather(*(drain(r) for r, _ in conns))
-        lines.append(f"slowloris n={n} t={at:.1f}s open={sum(still_open(r) for r, _ in conns)} "
-                     f"gateway_rss={rss_mib(gateway):.1f}MiB")
-    with_them = rss_mib(gateway)
-    for _, writer in conns:
-        writer.close()
-    await asyncio.sleep(1.0)
-    lines.append(f"slowloris n={n} rss before={before:.1f} with={with_them:.1f} after_close={rss_mib(gateway):.1f} MiB")
+        lines.append(probe_line("slowloris", at, conns, gateway))
+    lines.append(f"slowloris n={n} {await close_all(conns, before, gateway)}")
     return lines
 
 

@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import signal
 import sys
 import tempfile
@@ -101,9 +102,23 @@ async def direct_search(stub: Any, scope: Scope, query: str, timeout: float = 30
     return len(json.loads(reply.value_json)["records"])
 
 
+async def until_answered(stub: Any, scope: Scope, query: str) -> None:
+    """Search until an answer, while the scope builds: each call waits up to its deadline (60 s)
+    and answers PROJECTION_STALE while the build goes on; a restarting replica or a connection
+    at its maximum age answers UNAVAILABLE."""
+    while True:
+        try:
+            await direct_search(stub, scope, query, timeout=60)
+            return
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE and not error_from_rpc(exc).retriable:
+                raise
+            await asyncio.sleep(0.05)
+
+
 async def measure(stack: SpawnedStack, scope: Scope, corpus: Corpus, queries: int, search_stub: Any) -> dict[str, Any]:
     texts = [corpus.query() for _ in range(queries)]
-    await direct_search(search_stub, scope, texts[0], timeout=600)  # catch up once (not timed)
+    await until_answered(search_stub, scope, texts[0])  # catch up once (not timed)
     direct: list[float] = []
     for text in texts:
         start = time.perf_counter()
@@ -147,17 +162,56 @@ async def cold_rebuild(stack: SpawnedStack, scope: Scope, search_addr: str) -> t
     chan = StackState.load(stack.state_dir).transport("gateway").channel(search_addr, "search")
     stub = search_pb2_grpc.SearchServiceStub(chan)
     start = time.perf_counter()
-    while True:
-        try:
-            await direct_search(stub, scope, "memory", timeout=600)
-            break
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() != grpc.StatusCode.UNAVAILABLE and not error_from_rpc(exc).retriable:
-                raise
-            await asyncio.sleep(0.05)
+    await until_answered(stub, scope, "memory")
     seconds = time.perf_counter() - start
     await chan.close()
     return seconds, rss_mib(stack.pids()["search"])
+
+
+async def profile(stack: SpawnedStack, scope: Scope, corpus: Corpus, seconds: float, out: Path) -> list[str]:
+    """MCP searches at concurrency 1 for ``seconds`` while py-spy samples the gateway, search
+    and storage processes; each profile's collapsed stacks go to ``out/<name>.txt`` and the
+    top functions by inclusive share are returned."""
+    out.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        raise SystemExit("--profile needs py-spy in the environment (uv pip install py-spy)")
+    names = ("gateway", "search", "storage")
+    procs = [await asyncio.create_subprocess_exec(
+        str(spy), "record", "--pid", str(stack.pids()[n]), "--duration", str(int(seconds)), "--rate", "250",
+        "--format", "raw", "--output", str(out / f"{n}.txt"), "--nonblocking",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL) for n in names]
+    host = HostFile.load(str(stack.host_file))
+    calls = 0
+    async with EngramClient.connect(host, principal=PRINCIPAL, purpose_ref=PURPOSE, tenant=scope.tenant,
+                                    workspace=scope.workspace) as memory:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            await memory.call("engram_memory_search", make_search_args(corpus.query(), PURPOSE))
+            calls += 1
+    for proc in procs:
+        await proc.wait()
+    lines = [f"## profile: {calls} MCP searches in {seconds:.0f} s (py-spy, collapsed stacks in {out})"]
+    for name in names:
+        lines += [f"# {name}: {line}" for line in top_functions(out / f"{name}.txt")]
+    return lines
+
+
+def top_functions(path: Path, count: int = 25) -> list[str]:
+    """The functions present in the most samples (inclusive), from py-spy's raw output; idle
+    samples (a thread waiting in select/epoll/a lock) left out."""
+    inclusive: dict[str, int] = {}
+    busy = 0
+    for line in path.read_text().splitlines() if path.exists() else []:
+        stack, _, n = line.rpartition(" ")
+        frames = stack.split(";")
+        if any(f.startswith(("select ", "poll ", "epoll", "wait ", "_wait_for_tstate_lock")) for f in frames[-2:]):
+            continue
+        busy += int(n)
+        for frame in {re.sub(r":\d+\)$", ")", f) for f in frames}:  # per function, not per line
+            inclusive[frame] = inclusive.get(frame, 0) + int(n)
+    ranked = sorted(inclusive.items(), key=lambda kv: -kv[1])[:count]
+    return [f"busy samples {busy}"] + [f"{100 * v / max(busy, 1):5.1f}% {k}" for k, v in ranked]
 
 
 async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
@@ -188,6 +242,9 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
         print(report("mcp search c=4", figures["parallel"], figures["wall4"]))
         print(report("grpc search c=1", figures["direct"], sum(figures["direct"]) / 1000))
         print(f"search RSS {rss:.1f} MiB: {(rss - rss_empty) * 2**20 / size:.0f} B/record over the empty process")
+        if opts.profile:
+            for line in await profile(stack, main_scope, corpus, opts.profile_seconds, opts.profile / str(size)):
+                print(line)
     if opts.scopes:
         scopes = []
         for n in range(opts.scopes):
@@ -230,6 +287,8 @@ def main() -> int:
     parser.add_argument("--load-concurrency", type=int, default=24)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--progress", action="store_true", help="print load progress to stderr")
+    parser.add_argument("--profile", type=Path, help="after each size, profile MCP searches with py-spy into this folder")
+    parser.add_argument("--profile-seconds", type=float, default=20.0)
     opts = parser.parse_args()
     if opts.sizes != sorted(opts.sizes):
         parser.error("--sizes must grow")

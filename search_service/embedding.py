@@ -70,6 +70,10 @@ def _packaged(package: str, name: str) -> Path:
     return path
 
 
+SPINNING = "session.intra_op.allow_spinning"
+INTER_OP_SPINNING = "session.inter_op.allow_spinning"
+
+
 class Embedder:
     """The verified model and tokenizer. ``embed_*`` are thread-safe (onnxruntime sessions
     are); CPU-bound, so call them off the event loop."""
@@ -89,6 +93,12 @@ class Embedder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # Idle threads sleep instead of spinning. Measured here (2 cores, a short query, one
+        # core busy elsewhere as in a running stack): spinning, a query took p50 7.6 / p95
+        # 11.8 ms and 9.4 ms of CPU; without it 4.0 / 5.0 ms and 4.9 ms of CPU (idle machine:
+        # 3.7 -> 4.1 ms p50). Batch throughput unchanged (68 texts/s either way).
+        options.add_session_config_entry(SPINNING, "0")
+        options.add_session_config_entry(INTER_OP_SPINNING, "0")
         # No arena: measured here, it kept ~0.7 GiB after one batch of 32 full windows and
         # grew with each batch; without it a batch's memory goes back after the run (~15 %
         # slower on short texts).
@@ -116,6 +126,10 @@ class Embedder:
         except EmbeddingUnavailable as exc:
             raise _refused(exc.reason) from None
         return cls(model, tokenizer, threads=threads)
+
+    def session_config(self, key: str) -> str:
+        """A session configuration entry of the loaded model (what onnxruntime runs with)."""
+        return str(self._session.get_session_options().get_session_config_entry(key))
 
     def config(self) -> Mapping[str, object]:
         """The channel's part of the ranking profile config (model id and checksums)."""

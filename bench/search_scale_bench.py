@@ -197,15 +197,19 @@ async def profile(stack: SpawnedStack, scope: Scope, corpus: Corpus, seconds: fl
     return lines
 
 
+# A sample whose innermost frame is one of these is a thread waiting, not working.
+IDLE_LEAVES = frozenset({"select", "poll", "wait", "_wait_for_tstate_lock", "_recv_exactly"})
+
+
 def top_functions(path: Path, count: int = 25) -> list[str]:
     """The functions present in the most samples (inclusive), from py-spy's raw output; idle
-    samples (a thread waiting in select/epoll/a lock) left out."""
+    samples (a thread waiting in select/epoll, a lock or a socket read) left out."""
     inclusive: dict[str, int] = {}
     busy = 0
     for line in path.read_text().splitlines() if path.exists() else []:
         stack, _, n = line.rpartition(" ")
         frames = stack.split(";")
-        if any(f.startswith(("select ", "poll ", "epoll", "wait ", "_wait_for_tstate_lock")) for f in frames[-2:]):
+        if frames[-1].split(" (", 1)[0].rsplit(".", 1)[-1] in IDLE_LEAVES:
             continue
         busy += int(n)
         for frame in {re.sub(r":\d+\)$", ")", f) for f in frames}:  # per function, not per line

@@ -21,7 +21,7 @@ from engram_api.search.v1 import search_pb2
 from engram_api.storage.v1 import storage_pb2, storage_pb2_grpc
 from engram_core.errors import EngramError
 from engram_core.grpc_errors import error_from_rpc
-from engram_core.policy import ScopePolicy
+from engram_core.policy import PROJECTION_OBJECT_ID, ScopePolicy
 from engram_core.taskq import DECIDE_ADMISSION, DECISION_FAILED, DESTROY_KEY, EXPIRE_RECORDS, INVALIDATE_PROJECTION
 from engram_core.transport import ReloadingStub, Transport
 
@@ -131,7 +131,10 @@ def run_invalidation(clients: TaskClients, outbox_id: str) -> str:
         raise TransientTaskError("STORE_UNAVAILABLE") from None  # a replica name did not resolve
     surfaces: set[str] = set()
     replicas: set[str] = set()
-    request = search_pb2.InvalidateRequest(scope=item.scope, record_id=item.object_id)
+    # The object ``projection`` is the operator's rebuild: the scope's whole projection.
+    whole_scope = item.object_id == PROJECTION_OBJECT_ID
+    request = search_pb2.InvalidateRequest(scope=item.scope, record_id="" if whole_scope else item.object_id,
+                                           whole_scope=whole_scope)
     for target in targets:
         # Every replica, or the task fails (and is retried): coverage is never partial.
         removed = clients.call(clients.search.stub(target).Invalidate, request)

@@ -30,10 +30,14 @@ from engram_core.settings import BaseEngramSettings
 from engram_core.transport import Transport, TransportError
 
 
-async def _call(transport: Transport, addr: str, token: str, method: str, request: object) -> Any:
+CALL_SECONDS = 10.0
+
+
+async def _call(transport: Transport, addr: str, token: str, method: str, request: object,
+                timeout: float = CALL_SECONDS) -> Any:
     async with transport.channel(addr, "storage") as chan:
         stub = admin_pb2_grpc.AdminServiceStub(chan)
-        return await getattr(stub, method)(request, metadata=(("authorization", f"Bearer {token}"),), timeout=10)
+        return await getattr(stub, method)(request, metadata=(("authorization", f"Bearer {token}"),), timeout=timeout)
 
 
 async def enable_scope(
@@ -67,16 +71,17 @@ def _scope(opts: argparse.Namespace) -> common_pb2.Scope:
 
 
 def _answer(transport: Transport, addr: str, token: str, method: str, request: object,
-            field: str = "value_json") -> Any:
+            field: str = "value_json", timeout: float = CALL_SECONDS) -> Any:
     """One admin call's JSON answer (its ``field``); None when it was refused (reported)."""
-    reply = _run(transport, addr, token, method, request)
+    reply = _run(transport, addr, token, method, request, timeout)
     return None if reply is None else json.loads(getattr(reply, field))
 
 
-def _run(transport: Transport, addr: str, token: str, method: str, request: object) -> Any:
+def _run(transport: Transport, addr: str, token: str, method: str, request: object,
+         timeout: float = CALL_SECONDS) -> Any:
     """One admin call; None (the contract code printed on stderr) when it was refused."""
     try:
-        return asyncio.run(_call(transport, addr, token, method, request))
+        return asyncio.run(_call(transport, addr, token, method, request, timeout))
     except grpc.aio.AioRpcError as exc:
         print(refusal_line(_code(exc)), file=sys.stderr)
         return None
@@ -168,6 +173,35 @@ def _reveal(transport: Transport, addr: str, token: str, opts: argparse.Namespac
     for component in revealed["payload"]["components"]:
         print(f"[{component['component_id']} {component['kind']}] {component['text']}")
     return 0
+
+
+# Exit code of rebuild-projection when the rebuild is recorded but not every search replica
+# acknowledged it within --wait (the worker goes on until every one has).
+REBUILD_PENDING = 5
+
+
+def _rebuild(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
+    if not 0 <= opts.wait <= 60:
+        print("engram admin: --wait is 0..60 seconds", file=sys.stderr)
+        return 2
+    refused = _confirmed(opts, f"rebuild the search projection of {opts.tenant}/{opts.workspace} on every replica "
+                               "(its searches wait for the rebuild)")
+    if refused is not None:
+        return refused
+    request = admin_pb2.RebuildProjectionRequest(scope=_scope(opts), reason_ref=opts.reason, wait_seconds=opts.wait)
+    answer = _answer(transport, addr, token, "RebuildProjection", request, timeout=opts.wait + CALL_SECONDS)
+    if answer is None:
+        return 1
+    complete = answer["projection_invalidation"] == "complete"
+    if opts.json:
+        print(json.dumps(answer, indent=2))
+    elif complete:
+        print(f"projection dropped on {len(answer['replicas'])} replicas ({', '.join(answer['replicas'])}) "
+              f"at journal cursor {answer['receipt']['cursor']}; each rebuilds on its next search")
+    else:
+        print(f"rebuild recorded at journal cursor {answer['receipt']['cursor']}; not every replica acknowledged "
+              f"within {opts.wait:g} s (the worker keeps trying; `engram admin history --object projection`)")
+    return 0 if complete else REBUILD_PENDING
 
 
 # Exit code of verify-journal when the chain does not verify.
@@ -356,6 +390,15 @@ def main(argv: list[str]) -> int:
     check.add_argument("--tenant", required=True)
     check.add_argument("--workspace", required=True)
     check.add_argument("--json", action="store_true")
+    rebuild = sub.add_parser("rebuild-projection", help="drop the scope's search projection on every replica; "
+                             "each rebuilds it from the journal (exit 5 when not all acknowledged in time)")
+    rebuild.add_argument("--tenant", required=True)
+    rebuild.add_argument("--workspace", required=True)
+    rebuild.add_argument("--reason", required=True, help="why: an opaque reference (a ticket id)")
+    rebuild.add_argument("--wait", type=float, default=10.0,
+                         help="seconds to wait for every replica's acknowledgement, 0..60 (default 10)")
+    rebuild.add_argument("--yes", action="store_true", help="rebuild without asking")
+    rebuild.add_argument("--json", action="store_true", help="print the receipt and acknowledgements as JSON")
     for name in ("enable", "disable", "show", "policy"):
         cmd = sub.add_parser(name, help=SCOPE_HELP[name])
         cmd.add_argument("--tenant", required=True)
@@ -380,7 +423,7 @@ def main(argv: list[str]) -> int:
     opts = parser.parse_args(argv)
     transport, addr, token, state = _target(opts)
     commands = {"transition": _transition, "pending": _pending, "adjudicate": _adjudicate, "history": _history,
-                "verify-journal": _history, "reveal": _reveal, "enable": _scope_command, "disable": _scope_command,
+                "verify-journal": _history, "reveal": _reveal, "rebuild-projection": _rebuild, "enable": _scope_command, "disable": _scope_command,
                 "show": _scope_command, "policy": _scope_command}
     code = commands[opts.command](transport, addr, token, opts)
     if opts.command == "enable" and code == 0 and state is not None:

@@ -3,7 +3,8 @@
     engram up                       the whole stack on loopback (datastores included)
     engram gateway [--stdio]        the MCP gateway
     engram storage|search|admission|worker|beat
-    engram admin enable|disable|show|policy|transition|pending|adjudicate|history|verify-journal …
+    engram admin enable|disable|show|policy|transition|pending|adjudicate|history|verify-journal|
+                                    rebuild-projection …
     engram host keygen [--out FILE]
 """
 

@@ -48,7 +48,7 @@ GRANTS: dict[str, tuple[str, ...]] = {
     "operator": tuple(_ADMIN + m for m in ("EnableScope", "DisableScope", "GetScope", "UpdatePolicy",
                                            "TransitionRecord",
                                            "ListPending", "Adjudicate", "RevealCandidate", "ObjectHistory",
-                                           "VerifyJournal")),
+                                           "VerifyJournal", "RebuildProjection")),
     "storage": (),
 }
 

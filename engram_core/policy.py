@@ -41,8 +41,12 @@ from engram_core.schemas.tools import TOOL_NAMES
 POLICY_CHANGE = "policy_change"
 # An operator read a held candidate's plaintext (object id the candidate; its state unchanged).
 REVEAL = "reveal"
+# An operator dropped the scope's search projection on every replica (object id ``projection``):
+# each rebuilds it from the journal on its next search.
+PROJECTION_REBUILD = "projection_rebuild"
+PROJECTION_OBJECT_ID = "projection"
 # Journal operations that move no record: the search projection skips them.
-UNPROJECTED_OPERATIONS = frozenset({POLICY_CHANGE, REVEAL})
+UNPROJECTED_OPERATIONS = frozenset({POLICY_CHANGE, REVEAL, PROJECTION_REBUILD})
 CONFIRMABLE = ("engram_memory_capture", "engram_memory_request_admission")
 # Trust classes in ascending order of what stands behind them (SPEC §10).
 TRUST_CLASSES = ("asserted", "signed", "earned")

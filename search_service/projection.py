@@ -199,6 +199,17 @@ class Projections:
     def peek(self, tenant: str, workspace: str) -> ScopeProjection | None:
         return self._scopes.get((tenant, workspace))
 
+    def drop(self, tenant: str, workspace: str) -> set[str]:
+        """Forget the scope's projection (its catch-up cancelled; a search waiting on it starts
+        over on a fresh one): the record ids it held."""
+        projection = self._scopes.pop((tenant, workspace), None)
+        if projection is None:
+            return set()
+        projection.cancel_catch_up()
+        log.info("projection dropped scope=%s records=%d bytes=%d", _scope_id((tenant, workspace)),
+                 len(projection.records), projection.estimate_bytes())
+        return set(projection.records)
+
     def resident_bytes(self) -> int:
         return sum(p.estimate_bytes() for p in self._scopes.values())
 
@@ -211,16 +222,27 @@ class Projections:
         search costs one storage call). ``wait_seconds``: how long to wait for a catch-up in
         progress (a cold rebuild) before ``PROJECTION_STALE``; None waits for it."""
         key = (tenant, workspace)
-        projection = self._scopes.get(key)
-        if projection is None or projection.index.language != language:
-            if projection is not None:
-                projection.cancel_catch_up()
-            projection = self._scopes[key] = ScopeProjection(
-                LexicalIndex(language), vectors=None if self._embedder is None else VectorIndex())
-        self._scopes.move_to_end(key)
         deadline = None if wait_seconds is None else time.monotonic() + wait_seconds
-        target = head
-        while target is None or projection.cursor < target:
+        while True:
+            projection = self._scopes.get(key)
+            if projection is None or projection.index.language != language:
+                # New, or a language change (every record is analysed anew). A head behind the
+                # projection's cursor is no sign of anything: a search's head may be older than
+                # a concurrent one's catch-up (after a restore, the operator rebuilds).
+                if projection is not None:
+                    projection.cancel_catch_up()
+                projection = self._scopes[key] = ScopeProjection(
+                    LexicalIndex(language), vectors=None if self._embedder is None else VectorIndex())
+            self._scopes.move_to_end(key)
+            if await self._caught_up(key, projection, head, deadline):
+                return projection
+            # Dropped while we waited (an operator's rebuild, an eviction): start over.
+
+    async def _caught_up(self, key: tuple[str, str], projection: ScopeProjection, head: int | None,
+                         deadline: float | None) -> bool:
+        """Wait until ``projection`` reaches ``head`` (one catch-up when None); False when the
+        projection was dropped meanwhile."""
+        while head is None or projection.cursor < head:
             task = projection.catching_up
             if task is None or task.done():
                 task = projection.catching_up = asyncio.create_task(self._catch_up(key, projection))
@@ -230,9 +252,16 @@ class Projections:
                 await asyncio.wait_for(asyncio.shield(task), remaining)
             except TimeoutError:
                 raise EngramError(Code.PROJECTION_STALE) from None
-            if target is None:
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if (current is not None and current.cancelling()) or self._scopes.get(key) is projection:
+                    raise  # this search was cancelled, not the projection's catch-up
+                return False
+            if self._scopes.get(key) is not projection:
+                return False
+            if head is None:
                 break
-        return projection
+        return True
 
     async def policy(self, tenant: str, workspace: str) -> ScopeView:
         """The scope's operator policy (language, redaction allowlist, …) and journal head."""

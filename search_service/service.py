@@ -90,8 +90,14 @@ class PageCache:
             return ordering
 
     def drop_record(self, record_id: str) -> int:
+        return self.drop_records(frozenset((record_id,)))
+
+    def drop_records(self, record_ids: frozenset[str] | set[str]) -> int:
+        """Drop every ordering that holds one of ``record_ids``; how many were dropped."""
+        if not record_ids:
+            return 0
         with self._lock:
-            stale = [k for k, o in self._entries.items() if any(h.record_id == record_id for h in o.hits)]
+            stale = [k for k, o in self._entries.items() if any(h.record_id in record_ids for h in o.hits)]
             for key in stale:
                 self._bytes -= self._entries.pop(key).nbytes
             return len(stale)
@@ -279,6 +285,10 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
 
     @rpc_boundary
     async def Invalidate(self, request: search_pb2.InvalidateRequest, context: grpc.aio.ServicerContext) -> search_pb2.InvalidateResponse:
+        if request.whole_scope:
+            # The operator's rebuild: the scope's next search builds it again from the journal.
+            self._pages.drop_records(self._projections.drop(request.scope.tenant, request.scope.workspace))
+            return search_pb2.InvalidateResponse(surfaces=list(self.surfaces), replica_id=self.replica_id)
         projection = self._projections.peek(request.scope.tenant, request.scope.workspace)
         if projection is not None:
             async with projection.lock:

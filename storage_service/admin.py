@@ -18,7 +18,7 @@ from engram_core.grpc_errors import rpc_boundary
 from storage_service import journal
 from storage_service.admission import Admissions
 from storage_service.operator import OperatorMoves, check_ref
-from engram_core.policy import ScopePolicy
+from engram_core.policy import PROJECTION_OBJECT_ID, ScopePolicy
 from storage_service.policy import POLICY_OBJECT_ID, Policies, PolicyChange
 from storage_service.store import Store
 from storage_service.service import scope_of
@@ -96,6 +96,14 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         return admin_pb2.TransitionRecordResponse(value_json=canonicalize(answer))
 
     @rpc_boundary
+    async def RebuildProjection(self, request: admin_pb2.RebuildProjectionRequest,
+                                context: grpc.aio.ServicerContext) -> admin_pb2.JsonResponse:
+        await self._authenticate(context)
+        answer = await self._moves.rebuild_projection(scope_of(request.scope), request.reason_ref,
+                                                      request.wait_seconds)
+        return admin_pb2.JsonResponse(value_json=canonicalize(answer))
+
+    @rpc_boundary
     async def ListPending(self, request: admin_pb2.ListPendingRequest,
                           context: grpc.aio.ServicerContext) -> admin_pb2.ListPendingResponse:
         await self._authenticate(context)
@@ -134,6 +142,11 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             events = await journal.history(store, scope, [POLICY_OBJECT_ID])
             return admin_pb2.JsonResponse(value_json=canonicalize({
                 "object_id": POLICY_OBJECT_ID, "state": f"version {policy.version}", "events": events}))
+        if request.object_id == PROJECTION_OBJECT_ID:
+            # The operator's rebuilds of the scope's search projection.
+            events = await journal.history(store, scope, [PROJECTION_OBJECT_ID])
+            return admin_pb2.JsonResponse(value_json=canonicalize({
+                "object_id": PROJECTION_OBJECT_ID, "state": f"rebuilt {len(events)} times", "events": events}))
         record = await store.records.find_one({"_id": request.object_id, "scope": scope.key},
                                               {"state": 1, "candidate_id": 1})
         candidate = await store.candidates.find_one({"_id": request.object_id, "scope": scope.key}, {"state": 1})

@@ -4,7 +4,8 @@ dispute, resolve_dispute (to ``accepted_current`` or ``historical``), supersede 
 current record of the scope: the link ``superseded_by`` is what a rewind follows),
 mark_non_current, rewind (the record becomes current again and the record that superseded it,
 if still current, becomes historical in the same transaction), expire, trust_invalidate and
-tombstone. Each is one journal event (two for a rewind that restores a link) bound to the
+tombstone. And the rebuild of a scope's search projection (:meth:`OperatorMoves.rebuild_projection`).
+Each is one journal event (two for a rewind that restores a link) bound to the
 operator actor and the digest of the reason — never content — with the engine's effects: a
 record leaving ``accepted_current`` is removed from search and get at once (both read the
 state; replicas also get an invalidation), expire and tombstone destroy its data key, tombstone
@@ -16,11 +17,16 @@ the operator's bearer token (engram_core.access, storage_service.admin).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from engram_core.digests import digest, operation_digest
 from engram_core.errors import Code, EngramError
 from engram_core.host_context import ClaimError, check_text
+from engram_core.policy import PROJECTION_OBJECT_ID, PROJECTION_REBUILD
+from engram_core.taskq import INVALIDATE_PROJECTION
+from storage_service import outbox
 from storage_service.commits import JournalTxn
 from storage_service.deps import Deps
 from storage_service.lifecycle import ACCEPTED_CURRENT
@@ -31,6 +37,8 @@ from storage_service.transitions import Moved, Transitions
 OPERATOR_MOVES = ("dispute", "resolve_dispute", "supersede", "mark_non_current", "rewind", "expire",
                   "trust_invalidate", "tombstone")
 ACTOR = "operator"
+MAX_WAIT_SECONDS = 60.0
+WAIT_POLL_SECONDS = 0.1
 
 
 def check_ref(value: str) -> str:
@@ -86,6 +94,45 @@ class OperatorMoves:
         answer = await self._d.commits.run(scope, body)
         self._d.on_commit()
         return answer
+
+    async def rebuild_projection(self, scope: Scope, reason_ref: str, wait_seconds: float = 0.0) -> dict[str, Any]:
+        """Drop the scope's search projection on every search replica: one journal event
+        (``projection_rebuild`` on the object ``projection``, bound to the operator actor and
+        the reason's digest) and an invalidation outbox row the worker fans out to every
+        replica; each replica rebuilds the scope from the journal on its next search. Waits up
+        to ``wait_seconds`` for every replica's acknowledgement; the answer says whether it came
+        (``projection_invalidation: complete``, with the replicas and the coverage receipt) or
+        is still owed (``pending``: the worker retries until every replica has answered)."""
+        check_ref(reason_ref)
+        if not 0.0 <= wait_seconds <= MAX_WAIT_SECONDS:
+            raise EngramError(Code.INVALID_SCHEMA)
+        op_digest = operation_digest("admin.rebuild_projection", {"reason_ref": reason_ref})
+        binding = {"actor": ACTOR, "reason_digest": digest("operation", {"reason_ref": reason_ref}),
+                   "operation_digest": op_digest}
+
+        async def body(txn: JournalTxn) -> tuple[dict[str, Any], str]:
+            if txn.head[0] == 0:
+                raise EngramError(Code.NOT_FOUND)  # a scope that never held anything
+            event = txn.append(PROJECTION_REBUILD, PROJECTION_OBJECT_ID, None, PROJECTION_REBUILD, binding)
+            outbox_id = await outbox.enqueue(self._d.store, txn.session, INVALIDATE_PROJECTION, txn.scope,
+                                             PROJECTION_OBJECT_ID)
+            return {"event_id": event.event_id, "operation": PROJECTION_REBUILD, "cursor": event.cursor_text,
+                    "event_digest": event.event_digest,
+                    "transaction_receipt_digest": transaction_receipt_digest(txn.scope, event, op_digest)}, outbox_id
+
+        receipt, outbox_id = await self._d.commits.run(scope, body)
+        self._d.on_commit()
+        answer: dict[str, Any] = {"receipt": receipt, "projection_invalidation": "pending"}
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            row = await self._d.store.outbox.find_one({"_id": outbox_id}, {"coverage_receipt_digest": 1, "replicas": 1})
+            if row is not None and row.get("coverage_receipt_digest"):
+                answer.update(projection_invalidation="complete", replicas=row.get("replicas", []),
+                              coverage_receipt_digest=row["coverage_receipt_digest"])
+                return answer
+            if time.monotonic() >= deadline:
+                return answer
+            await asyncio.sleep(min(WAIT_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
 
     async def _is_current(self, txn: JournalTxn, record_id: str) -> bool:
         doc = await self._d.store.records.find_one({"_id": record_id, "scope": txn.scope.key}, {"state": 1},

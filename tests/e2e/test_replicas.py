@@ -1,11 +1,15 @@
 """Two search replicas behind one gateway (``engram up --search-replicas 2``): a record is
 found on both, a forget makes it invisible on both before its answer, the worker's
-invalidation reaches both, and the coverage receipt names both."""
+invalidation reaches both, and the coverage receipt names both; an operator's projection
+rebuild (``engram admin rebuild-projection``) reaches both, and each builds the scope again."""
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
+import time
 import uuid
 
 from pymongo import MongoClient
@@ -21,9 +25,9 @@ from tests.e2e.conftest import RunningStack
 from tests.e2e.test_scenario import PURPOSE, connect, until, value
 
 
-async def found_on(stack: RunningStack, replica: str, query: str) -> list[str]:
+async def found_on(stack: RunningStack, replica: str, query: str, tenant: str = DEV_TENANT) -> list[str]:
     """The record ids one replica answers for ``query`` (called directly, as the gateway does)."""
-    caller = common_pb2.Caller(scope=common_pb2.Scope(tenant=DEV_TENANT, workspace=DEV_WORKSPACE),
+    caller = common_pb2.Caller(scope=common_pb2.Scope(tenant=tenant, workspace=DEV_WORKSPACE),
                                principal="user:ada", purpose_ref=PURPOSE)
     args = with_defaults("engram_memory_search", make_search_args(query, PURPOSE))
     async with StackState.load(stack.state_dir).transport("gateway").channel(replica, "search") as channel:
@@ -69,3 +73,48 @@ async def test_forget_reaches_every_search_replica(stack: RunningStack) -> None:
     host = socket.gethostname()
     assert receipt["replicas"] == sorted(f"{host}:{addr.rsplit(':', 1)[1]}" for addr in replicas)
     assert receipt["surfaces"] == ["lexical_index", "page_cache", "vectors"]
+
+
+def admin(stack: RunningStack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "engram_cli.main", "admin", "--state-dir", str(stack.state_dir),
+                           *args], env=stack.env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+
+
+async def test_a_projection_rebuild_reaches_every_replica(stack: RunningStack) -> None:
+    replicas = stack.state()["search_replicas"]
+    tag = uuid.uuid4().hex[:8]
+    tenant = f"rebuild-{tag}"  # its own scope: the shared dev scope is not rebuilt under other tests
+    where = ("--tenant", tenant, "--workspace", DEV_WORKSPACE)
+    assert admin(stack, "enable", *where).returncode == 0
+    time.sleep(1.1)  # the gateway re-reads the host registry (the dev host's tenants) once a second
+    query = f"tide gauge {tag}"
+    async with connect(stack, "http", tenant=tenant) as memory:
+        captured = value(await memory.call("engram_memory_capture", make_capture_args(
+            idempotency_key=f"e2e-rebuild-{tag}", text=f"The tide gauge {tag} reads in centimetres.",
+            purpose_ref=PURPOSE)))
+        admitted = value(await memory.call("engram_memory_request_admission", make_request_admission_args(
+            captured["candidate_id"], f"e2e-rebuild-admit-{tag}")))
+        record_id = admitted["outcome"]["record_id"]
+    for replica in replicas:
+        assert await found_on(stack, replica, query, tenant) == [record_id]
+    # It asks first; without a terminal and without --yes nothing happens.
+    asked = admin(stack, "rebuild-projection", *where, "--reason", f"ticket:{tag}")
+    assert asked.returncode == 2 and "--yes" in asked.stderr
+    done = admin(stack, "rebuild-projection", *where, "--reason", f"ticket:{tag}", "--wait", "60", "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    host = socket.gethostname()
+    assert answer["projection_invalidation"] == "complete"
+    assert answer["replicas"] == sorted(f"{host}:{addr.rsplit(':', 1)[1]}" for addr in replicas)
+    # Each replica dropped the scope and builds it again from the journal on its next search.
+    for replica in replicas:
+        assert await found_on(stack, replica, query, tenant) == [record_id]
+    history = admin(stack, "history", *where, "--object", "projection")
+    assert history.returncode == 0 and "projection_rebuild" in history.stdout and "operator" in history.stdout
+    table = admin(stack, "rebuild-projection", *where, "--reason", f"ticket:{tag}", "--yes")
+    assert table.returncode == 0 and "projection dropped on 2 replicas" in table.stdout, table.stdout
+    unknown = admin(stack, "rebuild-projection", "--tenant", f"none-{tag}", "--workspace", DEV_WORKSPACE,
+                    "--reason", f"ticket:{tag}", "--yes")
+    assert unknown.returncode == 1 and "NOT_FOUND" in unknown.stderr
+    bad_wait = admin(stack, "rebuild-projection", *where, "--reason", f"ticket:{tag}", "--wait", "61", "--yes")
+    assert bad_wait.returncode == 2

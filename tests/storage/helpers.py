@@ -195,6 +195,14 @@ async def accepted_record(storage: Storage, who: Who, text: str) -> tuple[str, s
 @asynccontextmanager
 async def serving_search(servicer: Any) -> AsyncIterator[Any]:
     """``servicer`` (a SearchServicer) on a real gRPC server on loopback; yields its stub."""
+    async with search_server(servicer) as (stub, _):
+        yield stub
+
+
+@asynccontextmanager
+async def search_server(servicer: Any) -> AsyncIterator[tuple[Any, str]]:
+    """``servicer`` (a SearchServicer) on a real gRPC server on loopback; yields its stub and
+    its address (for the worker's replica list)."""
     from engram_api.search.v1 import search_pb2_grpc
     from engram_core.grpc_server import create_server
     from search_service.settings import SearchSettings
@@ -202,8 +210,9 @@ async def serving_search(servicer: Any) -> AsyncIterator[Any]:
     running = await create_server(SearchSettings(cursor_key="k" * 32, grpc_port=0),
                                   lambda server: search_pb2_grpc.add_SearchServiceServicer_to_server(servicer, server),
                                   Transport.plaintext())
+    addr = f"127.0.0.1:{running.port}"
     try:
-        async with Transport.plaintext().channel(f"127.0.0.1:{running.port}", "search") as channel:
-            yield search_pb2_grpc.SearchServiceStub(channel)
+        async with Transport.plaintext().channel(addr, "search") as channel:
+            yield search_pb2_grpc.SearchServiceStub(channel), addr
     finally:
         await running.server.stop(0)

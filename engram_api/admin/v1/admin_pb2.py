@@ -25,43 +25,45 @@ _sym_db = _symbol_database.Default()
 from engram_api.common.v1 import common_pb2 as engram__api_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram_api/admin/v1/admin.proto\x12\x0f\x65ngram.admin.v1\x1a!engram_api/common/v1/common.proto\"Q\n\x14ObjectHistoryRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\tobject_id\x18\x02 \x01(\t\">\n\x14VerifyJournalRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"\"\n\x0cJsonResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"g\n\x12ListPendingRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x1a\n\x12\x61\x66ter_candidate_id\x18\x03 \x01(\t\".\n\x13ListPendingResponse\x12\x17\n\x0f\x63\x61ndidates_json\x18\x01 \x01(\x0c\"w\n\x11\x41\x64judicateRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x03 \x01(\t\x12\x12\n\nreason_ref\x18\x04 \x01(\t\"j\n\x16RevealCandidateRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\x12\x12\n\nreason_ref\x18\x03 \x01(\t\"*\n\x12\x41\x64judicateResponse\x12\x14\n\x0coutcome_json\x18\x01 \x01(\x0c\"\xa8\x01\n\x17TransitionRecordRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x11\n\toperation\x18\x03 \x01(\t\x12\x10\n\x08to_state\x18\x04 \x01(\t\x12\x19\n\x11related_record_id\x18\x05 \x01(\t\x12\x12\n\nreason_ref\x18\x06 \x01(\t\".\n\x18TransitionRecordResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"\xc3\x01\n\x12\x45nableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05tools\x18\x02 \x03(\t\x12\x1d\n\x15\x63onfirmation_required\x18\x03 \x03(\t\x12\x10\n\x08language\x18\x04 \x01(\t\x12\x1d\n\x10\x65xpected_version\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12\x11\n\tactor_ref\x18\x06 \x01(\tB\x13\n\x11_expected_version\"\x84\x01\n\x13\x44isableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x1d\n\x10\x65xpected_version\x18\x02 \x01(\x04H\x00\x88\x01\x01\x12\x11\n\tactor_ref\x18\x03 \x01(\tB\x13\n\x11_expected_version\"\x9a\x01\n\x13UpdatePolicyRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63hanges_json\x18\x02 \x01(\x0c\x12\x1d\n\x10\x65xpected_version\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x11\n\tactor_ref\x18\x04 \x01(\tB\x13\n\x11_expected_version\"9\n\x0fGetScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"\x9b\x01\n\nScopeState\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x13\n\x0bpolicy_json\x18\x03 \x01(\x0c\x12\x0f\n\x07version\x18\x04 \x01(\x04\x12\x15\n\rchange_cursor\x18\x05 \x01(\x04\x12\x17\n\x0f\x63hanged_members\x18\x06 \x03(\t2\xf3\x06\n\x0c\x41\x64minService\x12O\n\x0b\x45nableScope\x12#.engram.admin.v1.EnableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12Q\n\x0c\x44isableScope\x12$.engram.admin.v1.DisableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12I\n\x08GetScope\x12 .engram.admin.v1.GetScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12Q\n\x0cUpdatePolicy\x12$.engram.admin.v1.UpdatePolicyRequest\x1a\x1b.engram.admin.v1.ScopeState\x12g\n\x10TransitionRecord\x12(.engram.admin.v1.TransitionRecordRequest\x1a).engram.admin.v1.TransitionRecordResponse\x12X\n\x0bListPending\x12#.engram.admin.v1.ListPendingRequest\x1a$.engram.admin.v1.ListPendingResponse\x12U\n\nAdjudicate\x12\".engram.admin.v1.AdjudicateRequest\x1a#.engram.admin.v1.AdjudicateResponse\x12Y\n\x0fRevealCandidate\x12\'.engram.admin.v1.RevealCandidateRequest\x1a\x1d.engram.admin.v1.JsonResponse\x12U\n\rObjectHistory\x12%.engram.admin.v1.ObjectHistoryRequest\x1a\x1d.engram.admin.v1.JsonResponse\x12U\n\rVerifyJournal\x12%.engram.admin.v1.VerifyJournalRequest\x1a\x1d.engram.admin.v1.JsonResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram_api/admin/v1/admin.proto\x12\x0f\x65ngram.admin.v1\x1a!engram_api/common/v1/common.proto\"l\n\x18RebuildProjectionRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x12\n\nreason_ref\x18\x02 \x01(\t\x12\x14\n\x0cwait_seconds\x18\x03 \x01(\x01\"Q\n\x14ObjectHistoryRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\tobject_id\x18\x02 \x01(\t\">\n\x14VerifyJournalRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"\"\n\x0cJsonResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"g\n\x12ListPendingRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x1a\n\x12\x61\x66ter_candidate_id\x18\x03 \x01(\t\".\n\x13ListPendingResponse\x12\x17\n\x0f\x63\x61ndidates_json\x18\x01 \x01(\x0c\"w\n\x11\x41\x64judicateRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x03 \x01(\t\x12\x12\n\nreason_ref\x18\x04 \x01(\t\"j\n\x16RevealCandidateRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\x12\x12\n\nreason_ref\x18\x03 \x01(\t\"*\n\x12\x41\x64judicateResponse\x12\x14\n\x0coutcome_json\x18\x01 \x01(\x0c\"\xa8\x01\n\x17TransitionRecordRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x11\n\toperation\x18\x03 \x01(\t\x12\x10\n\x08to_state\x18\x04 \x01(\t\x12\x19\n\x11related_record_id\x18\x05 \x01(\t\x12\x12\n\nreason_ref\x18\x06 \x01(\t\".\n\x18TransitionRecordResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"\xc3\x01\n\x12\x45nableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\r\n\x05tools\x18\x02 \x03(\t\x12\x1d\n\x15\x63onfirmation_required\x18\x03 \x03(\t\x12\x10\n\x08language\x18\x04 \x01(\t\x12\x1d\n\x10\x65xpected_version\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12\x11\n\tactor_ref\x18\x06 \x01(\tB\x13\n\x11_expected_version\"\x84\x01\n\x13\x44isableScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x1d\n\x10\x65xpected_version\x18\x02 \x01(\x04H\x00\x88\x01\x01\x12\x11\n\tactor_ref\x18\x03 \x01(\tB\x13\n\x11_expected_version\"\x9a\x01\n\x13UpdatePolicyRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x14\n\x0c\x63hanges_json\x18\x02 \x01(\x0c\x12\x1d\n\x10\x65xpected_version\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x11\n\tactor_ref\x18\x04 \x01(\tB\x13\n\x11_expected_version\"9\n\x0fGetScopeRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\"\x9b\x01\n\nScopeState\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x13\n\x0bpolicy_json\x18\x03 \x01(\x0c\x12\x0f\n\x07version\x18\x04 \x01(\x04\x12\x15\n\rchange_cursor\x18\x05 \x01(\x04\x12\x17\n\x0f\x63hanged_members\x18\x06 \x03(\t2\xd2\x07\n\x0c\x41\x64minService\x12O\n\x0b\x45nableScope\x12#.engram.admin.v1.EnableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12Q\n\x0c\x44isableScope\x12$.engram.admin.v1.DisableScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12I\n\x08GetScope\x12 .engram.admin.v1.GetScopeRequest\x1a\x1b.engram.admin.v1.ScopeState\x12Q\n\x0cUpdatePolicy\x12$.engram.admin.v1.UpdatePolicyRequest\x1a\x1b.engram.admin.v1.ScopeState\x12g\n\x10TransitionRecord\x12(.engram.admin.v1.TransitionRecordRequest\x1a).engram.admin.v1.TransitionRecordResponse\x12X\n\x0bListPending\x12#.engram.admin.v1.ListPendingRequest\x1a$.engram.admin.v1.ListPendingResponse\x12U\n\nAdjudicate\x12\".engram.admin.v1.AdjudicateRequest\x1a#.engram.admin.v1.AdjudicateResponse\x12Y\n\x0fRevealCandidate\x12\'.engram.admin.v1.RevealCandidateRequest\x1a\x1d.engram.admin.v1.JsonResponse\x12U\n\rObjectHistory\x12%.engram.admin.v1.ObjectHistoryRequest\x1a\x1d.engram.admin.v1.JsonResponse\x12U\n\rVerifyJournal\x12%.engram.admin.v1.VerifyJournalRequest\x1a\x1d.engram.admin.v1.JsonResponse\x12]\n\x11RebuildProjection\x12).engram.admin.v1.RebuildProjectionRequest\x1a\x1d.engram.admin.v1.JsonResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'engram_api.admin.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_OBJECTHISTORYREQUEST']._serialized_start=87
-  _globals['_OBJECTHISTORYREQUEST']._serialized_end=168
-  _globals['_VERIFYJOURNALREQUEST']._serialized_start=170
-  _globals['_VERIFYJOURNALREQUEST']._serialized_end=232
-  _globals['_JSONRESPONSE']._serialized_start=234
-  _globals['_JSONRESPONSE']._serialized_end=268
-  _globals['_LISTPENDINGREQUEST']._serialized_start=270
-  _globals['_LISTPENDINGREQUEST']._serialized_end=373
-  _globals['_LISTPENDINGRESPONSE']._serialized_start=375
-  _globals['_LISTPENDINGRESPONSE']._serialized_end=421
-  _globals['_ADJUDICATEREQUEST']._serialized_start=423
-  _globals['_ADJUDICATEREQUEST']._serialized_end=542
-  _globals['_REVEALCANDIDATEREQUEST']._serialized_start=544
-  _globals['_REVEALCANDIDATEREQUEST']._serialized_end=650
-  _globals['_ADJUDICATERESPONSE']._serialized_start=652
-  _globals['_ADJUDICATERESPONSE']._serialized_end=694
-  _globals['_TRANSITIONRECORDREQUEST']._serialized_start=697
-  _globals['_TRANSITIONRECORDREQUEST']._serialized_end=865
-  _globals['_TRANSITIONRECORDRESPONSE']._serialized_start=867
-  _globals['_TRANSITIONRECORDRESPONSE']._serialized_end=913
-  _globals['_ENABLESCOPEREQUEST']._serialized_start=916
-  _globals['_ENABLESCOPEREQUEST']._serialized_end=1111
-  _globals['_DISABLESCOPEREQUEST']._serialized_start=1114
-  _globals['_DISABLESCOPEREQUEST']._serialized_end=1246
-  _globals['_UPDATEPOLICYREQUEST']._serialized_start=1249
-  _globals['_UPDATEPOLICYREQUEST']._serialized_end=1403
-  _globals['_GETSCOPEREQUEST']._serialized_start=1405
-  _globals['_GETSCOPEREQUEST']._serialized_end=1462
-  _globals['_SCOPESTATE']._serialized_start=1465
-  _globals['_SCOPESTATE']._serialized_end=1620
-  _globals['_ADMINSERVICE']._serialized_start=1623
-  _globals['_ADMINSERVICE']._serialized_end=2506
+  _globals['_REBUILDPROJECTIONREQUEST']._serialized_start=87
+  _globals['_REBUILDPROJECTIONREQUEST']._serialized_end=195
+  _globals['_OBJECTHISTORYREQUEST']._serialized_start=197
+  _globals['_OBJECTHISTORYREQUEST']._serialized_end=278
+  _globals['_VERIFYJOURNALREQUEST']._serialized_start=280
+  _globals['_VERIFYJOURNALREQUEST']._serialized_end=342
+  _globals['_JSONRESPONSE']._serialized_start=344
+  _globals['_JSONRESPONSE']._serialized_end=378
+  _globals['_LISTPENDINGREQUEST']._serialized_start=380
+  _globals['_LISTPENDINGREQUEST']._serialized_end=483
+  _globals['_LISTPENDINGRESPONSE']._serialized_start=485
+  _globals['_LISTPENDINGRESPONSE']._serialized_end=531
+  _globals['_ADJUDICATEREQUEST']._serialized_start=533
+  _globals['_ADJUDICATEREQUEST']._serialized_end=652
+  _globals['_REVEALCANDIDATEREQUEST']._serialized_start=654
+  _globals['_REVEALCANDIDATEREQUEST']._serialized_end=760
+  _globals['_ADJUDICATERESPONSE']._serialized_start=762
+  _globals['_ADJUDICATERESPONSE']._serialized_end=804
+  _globals['_TRANSITIONRECORDREQUEST']._serialized_start=807
+  _globals['_TRANSITIONRECORDREQUEST']._serialized_end=975
+  _globals['_TRANSITIONRECORDRESPONSE']._serialized_start=977
+  _globals['_TRANSITIONRECORDRESPONSE']._serialized_end=1023
+  _globals['_ENABLESCOPEREQUEST']._serialized_start=1026
+  _globals['_ENABLESCOPEREQUEST']._serialized_end=1221
+  _globals['_DISABLESCOPEREQUEST']._serialized_start=1224
+  _globals['_DISABLESCOPEREQUEST']._serialized_end=1356
+  _globals['_UPDATEPOLICYREQUEST']._serialized_start=1359
+  _globals['_UPDATEPOLICYREQUEST']._serialized_end=1513
+  _globals['_GETSCOPEREQUEST']._serialized_start=1515
+  _globals['_GETSCOPEREQUEST']._serialized_end=1572
+  _globals['_SCOPESTATE']._serialized_start=1575
+  _globals['_SCOPESTATE']._serialized_end=1730
+  _globals['_ADMINSERVICE']._serialized_start=1733
+  _globals['_ADMINSERVICE']._serialized_end=2711
 # @@protoc_insertion_point(module_scope)

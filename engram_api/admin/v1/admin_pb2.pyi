@@ -7,6 +7,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RebuildProjectionRequest(_message.Message):
+    __slots__ = ("scope", "reason_ref", "wait_seconds")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_REF_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    reason_ref: str
+    wait_seconds: float
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., reason_ref: _Optional[str] = ..., wait_seconds: _Optional[float] = ...) -> None: ...
+
 class ObjectHistoryRequest(_message.Message):
     __slots__ = ("scope", "object_id")
     SCOPE_FIELD_NUMBER: _ClassVar[int]

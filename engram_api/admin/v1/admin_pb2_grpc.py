@@ -84,6 +84,11 @@ class AdminServiceStub:
                 request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.VerifyJournalRequest.SerializeToString,
                 response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
                 _registered_method=True)
+        self.RebuildProjection = channel.unary_unary(
+                '/engram.admin.v1.AdminService/RebuildProjection',
+                request_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.RebuildProjectionRequest.SerializeToString,
+                response_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -157,6 +162,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RebuildProjection(self, request, context):
+        """Drop the scope's search projection on every search replica (it is rebuilt from the journal
+        on its next search): one journal event, fanned out by the worker; the answer says which
+        replicas acknowledged within wait_seconds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -208,6 +222,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
             'VerifyJournal': grpc.unary_unary_rpc_method_handler(
                     servicer.VerifyJournal,
                     request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.VerifyJournalRequest.FromString,
+                    response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.SerializeToString,
+            ),
+            'RebuildProjection': grpc.unary_unary_rpc_method_handler(
+                    servicer.RebuildProjection,
+                    request_deserializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.RebuildProjectionRequest.FromString,
                     response_serializer=engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.SerializeToString,
             ),
     }
@@ -480,6 +499,33 @@ class AdminService:
             target,
             '/engram.admin.v1.AdminService/VerifyJournal',
             engram__api_dot_admin_dot_v1_dot_admin__pb2.VerifyJournalRequest.SerializeToString,
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RebuildProjection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.admin.v1.AdminService/RebuildProjection',
+            engram__api_dot_admin_dot_v1_dot_admin__pb2.RebuildProjectionRequest.SerializeToString,
             engram__api_dot_admin_dot_v1_dot_admin__pb2.JsonResponse.FromString,
             options,
             channel_credentials,

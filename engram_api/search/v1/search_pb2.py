@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from engram_api.common.v1 import common_pb2 as engram__api_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!engram_api/search/v1/search.proto\x12\x10\x65ngram.search.v1\x1a!engram_api/common/v1/common.proto\"{\n\rSearchRequest\x12(\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Caller\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\x0c\x12\x13\n\x0bpolicy_json\x18\x03 \x01(\x0c\x12\x13\n\x0bhead_cursor\x18\x04 \x01(\t\"$\n\x0eSearchResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"N\n\x11InvalidateRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\trecord_id\x18\x02 \x01(\t\":\n\x12InvalidateResponse\x12\x10\n\x08surfaces\x18\x01 \x03(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\t2\xb5\x01\n\rSearchService\x12K\n\x06Search\x12\x1f.engram.search.v1.SearchRequest\x1a .engram.search.v1.SearchResponse\x12W\n\nInvalidate\x12#.engram.search.v1.InvalidateRequest\x1a$.engram.search.v1.InvalidateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!engram_api/search/v1/search.proto\x12\x10\x65ngram.search.v1\x1a!engram_api/common/v1/common.proto\"{\n\rSearchRequest\x12(\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Caller\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\x0c\x12\x13\n\x0bpolicy_json\x18\x03 \x01(\x0c\x12\x13\n\x0bhead_cursor\x18\x04 \x01(\t\"$\n\x0eSearchResponse\x12\x12\n\nvalue_json\x18\x01 \x01(\x0c\"c\n\x11InvalidateRequest\x12&\n\x05scope\x18\x01 \x01(\x0b\x32\x17.engram.common.v1.Scope\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x13\n\x0bwhole_scope\x18\x03 \x01(\x08\":\n\x12InvalidateResponse\x12\x10\n\x08surfaces\x18\x01 \x03(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\t2\xb5\x01\n\rSearchService\x12K\n\x06Search\x12\x1f.engram.search.v1.SearchRequest\x1a .engram.search.v1.SearchResponse\x12W\n\nInvalidate\x12#.engram.search.v1.InvalidateRequest\x1a$.engram.search.v1.InvalidateResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,9 +37,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHRESPONSE']._serialized_start=215
   _globals['_SEARCHRESPONSE']._serialized_end=251
   _globals['_INVALIDATEREQUEST']._serialized_start=253
-  _globals['_INVALIDATEREQUEST']._serialized_end=331
-  _globals['_INVALIDATERESPONSE']._serialized_start=333
-  _globals['_INVALIDATERESPONSE']._serialized_end=391
-  _globals['_SEARCHSERVICE']._serialized_start=394
-  _globals['_SEARCHSERVICE']._serialized_end=575
+  _globals['_INVALIDATEREQUEST']._serialized_end=352
+  _globals['_INVALIDATERESPONSE']._serialized_start=354
+  _globals['_INVALIDATERESPONSE']._serialized_end=412
+  _globals['_SEARCHSERVICE']._serialized_start=415
+  _globals['_SEARCHSERVICE']._serialized_end=596
 # @@protoc_insertion_point(module_scope)

@@ -26,12 +26,14 @@ class SearchResponse(_message.Message):
     def __init__(self, value_json: _Optional[bytes] = ...) -> None: ...
 
 class InvalidateRequest(_message.Message):
-    __slots__ = ("scope", "record_id")
+    __slots__ = ("scope", "record_id", "whole_scope")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    WHOLE_SCOPE_FIELD_NUMBER: _ClassVar[int]
     scope: _common_pb2.Scope
     record_id: str
-    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., record_id: _Optional[str] = ...) -> None: ...
+    whole_scope: bool
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., record_id: _Optional[str] = ..., whole_scope: _Optional[bool] = ...) -> None: ...
 
 class InvalidateResponse(_message.Message):
     __slots__ = ("surfaces", "replica_id")

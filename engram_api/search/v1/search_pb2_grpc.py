@@ -56,8 +56,8 @@ class SearchServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Invalidate(self, request, context):
-        """Drop a record from every in-memory surface of this replica (lexical index, page caches)
-        and report which surfaces confirmed the removal.
+        """Drop a record (or, whole_scope, the scope's projection) from every in-memory surface of
+        this replica (lexical index, vectors, page caches) and report which surfaces confirmed it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

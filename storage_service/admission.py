@@ -23,7 +23,7 @@ from engram_core.digests import digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.ids import new_request_id
 from engram_core.policy import REVEAL, TRUST_CLASSES, ScopePolicy
-from engram_core.taskq import DECIDE_ADMISSION, DECISION_FAILED, DESTROY_KEY
+from engram_core.taskq import DECIDE_ADMISSION, DECISION_FAILED
 from engram_core.timefmt import format_instant, now_ms
 from storage_service import outbox
 from storage_service.commits import JournalTxn
@@ -296,8 +296,9 @@ class Admissions:
         }
         outcome_json = canonicalize(outcome)
         new_state = {"accept": ACCEPTED, "pending_adjudication": PENDING}.get(verdict, REJECTED)
-        # Decided for good: the candidate's ciphertext can never be admitted again (its data
-        # key is destroyed next), so it is dropped with the decision; a held one keeps it.
+        # Decided for good: the candidate's ciphertext can never be admitted again, so it is
+        # dropped with the decision and its data key destroyed in the same transaction (the
+        # content lives on, if accepted, in the record under its own key); a held one keeps both.
         update: dict[str, Any] = {"$set": {"state": new_state, "outcome": outcome_json, "decision_reason": reason}}
         if verdict != "pending_adjudication":
             update["$unset"] = {"blob": ""}
@@ -305,7 +306,7 @@ class Admissions:
         if candidate.get("decide_outbox_id"):
             await outbox.finish_in(d.store, session, candidate["decide_outbox_id"])
         if verdict != "pending_adjudication":
-            await outbox.enqueue(d.store, session, DESTROY_KEY, scope, candidate["_id"])
+            await d.vault.destroy(candidate["_id"], scope.key, session=session)
         return outcome_json
 
     async def _insert_record(self, session: Session, scope: Scope, record: dict[str, Any],

@@ -68,10 +68,11 @@ class Vault:
         except CryptoError:
             raise EngramError(Code.BLOB_MISSING) from None
 
-    async def destroy(self, object_id: str, scope_key: str) -> str:
+    async def destroy(self, object_id: str, scope_key: str, session: Session | None = None) -> str:
         """Destroy the object's data key (idempotent); returns the key-destruction receipt
-        digest (the first destruction's, on every repeat)."""
-        key_doc = await self._store.data_keys.find_one({"_id": object_id, "scope": scope_key})
+        digest (the first destruction's, on every repeat). ``session``: inside that transaction
+        (a decision destroys its candidate's key as it commits)."""
+        key_doc = await self._store.data_keys.find_one({"_id": object_id, "scope": scope_key}, session=session)
         if key_doc is None:
             raise EngramError(Code.NOT_FOUND)
         if "receipt_digest" in key_doc:
@@ -93,9 +94,10 @@ class Vault:
             {"_id": object_id, "receipt_digest": None},
             {"$unset": {"wrapped": ""}, "$set": {"receipt_digest": receipt["receipt_digest"],
                                                  "destroyed_at": receipt["destroyed_at"]}},
+            session=session,
         )
         if done.matched_count == 0:  # a concurrent destruction won: report its receipt
-            again = await self._store.data_keys.find_one({"_id": object_id}, {"receipt_digest": 1})
+            again = await self._store.data_keys.find_one({"_id": object_id}, {"receipt_digest": 1}, session=session)
             return str(again["receipt_digest"])
         return str(receipt["receipt_digest"])
 

@@ -58,15 +58,19 @@ def nothing_owed(stack: SpawnedStack, candidate_ids: list[str]) -> None:
 
 
 def erasure_completes(stack: SpawnedStack, candidate_ids: list[str], timeout: float = 60.0) -> None:
-    """Every decided (not held) candidate's data key is destroyed: its erasure row is done."""
+    """Every decided (not held) candidate's data key is destroyed — in its decision's own
+    transaction, so with the decision and never owed to a task: a receipt on each key, no
+    wrapped key left, no erasure row."""
     deadline = time.monotonic() + timeout
     client, db = mongo_db(stack)
     with client:
         while True:
-            rows = list(db.outbox.find({"task": DESTROY_KEY, "object_id": {"$in": candidate_ids}}, {"state": 1}))
-            if len(rows) == len(candidate_ids) and all(r["state"] == "done" for r in rows):
+            keys = list(db.data_keys.find({"_id": {"$in": candidate_ids}}, {"receipt_digest": 1, "wrapped": 1}))
+            destroyed = [k for k in keys if "receipt_digest" in k and "wrapped" not in k]
+            if len(destroyed) == len(candidate_ids):
+                assert db.outbox.count_documents({"task": DESTROY_KEY, "object_id": {"$in": candidate_ids}}) == 0
                 return
-            assert time.monotonic() < deadline, f"erasure not complete: {[r['state'] for r in rows]}"
+            assert time.monotonic() < deadline, f"erasure not complete: {len(destroyed)} of {len(candidate_ids)}"
             time.sleep(0.1)
 
 

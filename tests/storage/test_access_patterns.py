@@ -200,9 +200,6 @@ async def measure(storage: Storage, counter: Any, relay: Relay, who: Who) -> dic
     done = await step("commit_decision", lambda: stub.CommitDecision(storage_pb2.CommitDecisionRequest(
         request_id=begun.request_id, decision="accept", reason="policy", trust="asserted")))
     record_id = json.loads(done.outcome_json)["record_id"]
-    assert await step("relay", relay.relay_once, settle=False) == 1  # the candidate's key destruction
-    destroy = await outbox_id(storage, DESTROY_KEY, cap["candidate_id"])
-    await step("destroy_key", lambda: stub.DestroyKey(storage_pb2.DestroyKeyRequest(outbox_id=destroy)))
     await step("get", lambda: stub.GetRecord(storage_pb2.GetRecordRequest(caller=who.caller, record_id=record_id)))
     await step("journal_page", lambda: stub.ReadJournal(storage_pb2.ReadJournalRequest(
         scope=who.scope, after_cursor="3", limit=5)))
@@ -210,6 +207,10 @@ async def measure(storage: Storage, counter: Any, relay: Relay, who: Who) -> dic
     await step("withdraw", lambda: stub.Withdraw(transition_request(who, "engram_memory_withdraw",
                                                                     pending["candidate_id"])))
     await step("forget", lambda: stub.Forget(transition_request(who, "engram_memory_forget", record_id)))
+    # The forget's effects: the record key's destruction and the projection invalidation.
+    assert await step("relay", relay.relay_once, settle=False) == 2
+    destroy = await outbox_id(storage, DESTROY_KEY, record_id)
+    await step("destroy_key", lambda: stub.DestroyKey(storage_pb2.DestroyKeyRequest(outbox_id=destroy)))
     invalidate = await outbox_id(storage, INVALIDATE_PROJECTION, record_id)
     await step("record_coverage", lambda: stub.RecordCoverage(storage_pb2.RecordCoverageRequest(
         outbox_id=invalidate, surfaces=["lexical"], replicas=["search-0:50052"])))

@@ -42,8 +42,10 @@ async def test_a_held_candidate_is_unblocked_by_the_operator(storage: Storage) -
     assert [p["candidate_id"] for p in pending] == [candidate_id]
     assert pending[0]["reason"] == "policy" and pending[0]["record_digest"].startswith("sha256:")
     assert "quarterly" not in json.dumps(pending)  # metadata only
+    assert not await storage.deps.vault.destroyed(candidate_id)  # held: kept for the operator
     outcome = await adjudicate(storage, who, candidate_id, "accept")
     assert outcome["status"] == "accepted" and outcome["record_id"].startswith("mem_")
+    assert await storage.deps.vault.destroyed(candidate_id)  # decided: destroyed with the decision
     # The agent's retry (any key) now collects the operator's decision.
     final = await storage.stub.BeginAdmission(begin_request(who, candidate_id))
     assert json.loads(final.outcome_json) == outcome
@@ -61,8 +63,10 @@ async def test_reject_is_terminal_and_destroys_the_candidates_key(storage: Stora
     candidate_id = await held(storage, who, "Held, then turned down.")
     outcome = await adjudicate(storage, who, candidate_id, "reject")
     assert outcome["status"] == "rejected" and "record_id" not in outcome
+    # Its key is destroyed with the decision, in the same transaction: nothing owed to a task.
+    assert await storage.deps.vault.destroyed(candidate_id)
     tasks = [row["task"] async for row in storage.deps.store.outbox.find({"object_id": candidate_id})]
-    assert DESTROY_KEY in tasks
+    assert DESTROY_KEY not in tasks
     assert await rpc_code(storage.admin.Adjudicate(admin_pb2.AdjudicateRequest(
         scope=who.scope, candidate_id=candidate_id, decision="accept", reason_ref="ticket:x"),
         metadata=BEARER)) == "ALREADY_TERMINAL"

@@ -36,20 +36,23 @@ async def test_forget_publishes_erasure_tasks_that_carry_only_ids(storage: Stora
     text = "Lighthouse keeper logbook entry twelve."
     candidate_id = (await capture(storage, who, text))["candidate_id"]
     record_id = (await admit(storage, who, candidate_id))["record_id"]
+    # The candidate's key went with the decision (same transaction): only the forget's effects
+    # are owed to tasks.
+    assert await storage.deps.vault.destroyed(candidate_id)
     await storage.stub.Forget(transition_request(who, "engram_memory_forget", record_id))
     redis = aioredis.Redis.from_url(redis_url)
     queue = redis_prefix(storage.settings.deployment) + storage.settings.task_queue
     try:
-        messages = await queued(redis, queue, 3)  # candidate key + record key + invalidation
+        messages = await queued(redis, queue, 2)  # record key + invalidation
         names = sorted(m["headers"]["task"] for m in messages)
-        assert names == sorted([DESTROY_KEY, DESTROY_KEY, INVALIDATE_PROJECTION])
+        assert names == sorted([DESTROY_KEY, INVALIDATE_PROJECTION])
         for message in messages:
             args, kwargs, _ = json.loads(base64.b64decode(message["body"]))
             assert kwargs == {} and len(args) == 1 and args[0].startswith("obx_")
         raw = b"".join(await redis.lrange(queue, 0, -1))
         assert b"Lighthouse" not in raw and who.tenant.encode() not in raw
         rows = [row async for row in storage.deps.store.outbox.find({"state": "sent"})]
-        assert {row["object_id"] for row in rows} >= {candidate_id, record_id}
+        assert {row["object_id"] for row in rows} >= {record_id}
     finally:
         await redis.delete(queue)
         await redis.aclose()
@@ -113,16 +116,24 @@ async def test_an_unfinished_erasure_is_published_again_and_a_finished_one_is_no
     who = Who()
     await enable(storage, who)
     candidate_id = (await capture(storage, who, "Keeper's note: lamp oil delivered."))["candidate_id"]
-    record_id = (await admit(storage, who, candidate_id))["record_id"]
+    await storage.stub.Withdraw(transition_request(who, "engram_memory_withdraw", candidate_id))
     store = storage.deps.store
     relay = Relay(store, make_celery(storage.settings), interval=1, resend_after=5, max_attempts=3)
     row = await store.outbox.find_one({"object_id": candidate_id, "task": DESTROY_KEY})
-    await relay.relay_once()
-    sent = await store.outbox.find_one({"_id": row["_id"]})
+    for _ in range(100):  # this relay, or the storage process's own (woken by the commit), sends it
+        await relay.relay_once()
+        sent = await store.outbox.find_one({"_id": row["_id"]})
+        if sent["state"] in ("sent", "done"):
+            break
+        await asyncio.sleep(0.05)
     assert sent["state"] in ("sent", "done")
     await store.outbox.update_one({"_id": row["_id"]}, {"$set": {"state": "sent", "next_attempt_at": datetime.now(timezone.utc)}})
     before = (await store.outbox.find_one({"_id": row["_id"]}))["attempts"]
-    await relay.relay_once()
+    for _ in range(100):  # sent again: by this relay, or by the storage process's own if it came first
+        await relay.relay_once()
+        if (await store.outbox.find_one({"_id": row["_id"]}))["attempts"] > before:
+            break
+        await asyncio.sleep(0.05)
     assert (await store.outbox.find_one({"_id": row["_id"]}))["attempts"] > before
     # Its effect recorded (the key destroyed): never published again.
     await storage.stub.DestroyKey(storage_pb2.DestroyKeyRequest(outbox_id=row["_id"]))
@@ -137,7 +148,6 @@ async def test_an_unfinished_erasure_is_published_again_and_a_finished_one_is_no
         await redis.delete(redis_prefix(storage.settings.deployment) + storage.settings.task_queue)
     finally:
         await redis.aclose()
-    assert record_id
 
 
 @asynccontextmanager

@@ -16,8 +16,8 @@ from engram_core.errors import Code, EngramError
 from storage_service import journal
 from storage_service.deps import Deps
 from storage_service.lifecycle import ACCEPTED_CURRENT
-from storage_service.records import eligible_now, projection
-from storage_service.store import Scope
+from storage_service.records import eligible_now, stored_projection
+from storage_service.store import Scope, find_by_ids
 from storage_service.vault import RECORD
 
 MAX_FETCH = 1000
@@ -43,13 +43,18 @@ class ReadRecord:
     head_cursor: int
 
 
+def _projected(content: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    return stored_projection(content, record_id=doc["_id"], digest=doc["record_digest"], trust=doc["trust"],
+                             recorded_at=doc["recorded_at"])
+
+
 class Reads:
     def __init__(self, deps: Deps) -> None:
         self._d = deps
 
     async def _open(self, scope: Scope, doc: dict[str, Any]) -> dict[str, Any]:
         content = json.loads(await self._d.vault.open(scope, doc["_id"], RECORD, doc.get("blob") or {}))
-        return projection(content, trust=doc["trust"], recorded_at=doc["recorded_at"])
+        return _projected(content, doc)
 
     async def get(self, scope: Scope, record_id: str, head: int | None = None) -> ReadRecord:
         """``head``: the scope's journal head when the caller read it already (with the policy)."""
@@ -62,11 +67,11 @@ class Reads:
 
     async def fetch(self, scope: Scope, record_ids: list[str], max_bytes: int = MAX_FETCH_REPLY_BYTES) -> Fetched:
         """The records of ``record_ids`` in request order, up to ``max_bytes`` of record JSON
-        (at least one record per reply); two queries per call (records, then their data keys)."""
+        (at least one record per reply); the records, then their data keys, each read by id in
+        a few queries (:func:`~storage_service.store.find_by_ids`), never one per record."""
         if len(record_ids) > MAX_FETCH:
             raise EngramError(Code.INVALID_SCHEMA)
-        docs = {doc["_id"]: doc async for doc in self._d.store.records.find(
-            {"_id": {"$in": list(record_ids)}, "scope": scope.key})}
+        docs = await find_by_ids(self._d.store.records, list(record_ids), {"scope": scope.key})
         accepted = [rid for rid in record_ids if rid in docs and docs[rid]["state"] == ACCEPTED_CURRENT]
         keys = await self._d.vault.key_docs(scope, accepted)
         out: list[tuple[str, str, bytes]] = []
@@ -79,7 +84,7 @@ class Reads:
             if doc["state"] == ACCEPTED_CURRENT:
                 plaintext = self._d.vault.open_with_key(scope, rid, RECORD, doc.get("blob") or {}, keys.get(rid))
                 content = json.loads(plaintext)
-                body = canonicalize(projection(content, trust=doc["trust"], recorded_at=doc["recorded_at"]))
+                body = canonicalize(_projected(content, doc))
             if out and size + len(body) > max_bytes:
                 return Fetched(out, list(record_ids[position:]))
             out.append((rid, doc["state"], body))

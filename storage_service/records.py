@@ -33,11 +33,19 @@ def record_id_for(content: dict[str, Any]) -> str:
 
 
 def projection(content: dict[str, Any], *, trust: str, recorded_at: str) -> dict[str, Any]:
-    """The full (unredacted) record as search and get see it."""
+    """The full (unredacted) record as search and get see it (its digest computed: at admission)."""
     rdigest = record_digest(content)
+    return stored_projection(content, record_id=record_id_from_digest(rdigest), digest=rdigest, trust=trust,
+                             recorded_at=recorded_at)
+
+
+def stored_projection(content: dict[str, Any], *, record_id: str, digest: str, trust: str,
+                      recorded_at: str) -> dict[str, Any]:
+    """The record as :func:`projection` made it at admission, from its stored id and digest (a
+    read decrypts the content its AAD binds to that id; nothing to hash again)."""
     return {
-        "record_id": record_id_from_digest(rdigest),
-        "record_digest": rdigest,
+        "record_id": record_id,
+        "record_digest": digest,
         **content,
         "trust": trust,
         "recorded_at": recorded_at,

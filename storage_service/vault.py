@@ -15,7 +15,7 @@ from engram_core.crypto import CryptoError, KeyProvider, SealedBlob, WrappedKey,
 from engram_core.digests import with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.timefmt import format_instant, now_ms
-from storage_service.store import Scope, Session, Store
+from storage_service.store import Scope, Session, Store, find_by_ids
 
 CANDIDATE = "candidate"
 RECORD = "record"
@@ -46,11 +46,9 @@ class Vault:
         return self._open_with(scope, object_id, kind, blob_doc, key_doc)
 
     async def key_docs(self, scope: Scope, object_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """The data-key documents of many objects of one scope, in one query (by ``_id``)."""
-        if not object_ids:
-            return {}
-        cursor = self._store.data_keys.find({"_id": {"$in": object_ids}, "scope": scope.key})
-        return {doc["_id"]: doc async for doc in cursor}
+        """The data-key documents of many objects of one scope, by ``_id`` (a few queries, not
+        one per object)."""
+        return await find_by_ids(self._store.data_keys, object_ids, {"scope": scope.key})
 
     def open_with_key(self, scope: Scope, object_id: str, kind: str, blob_doc: dict[str, Any],
                       key_doc: dict[str, Any] | None) -> bytes:

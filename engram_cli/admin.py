@@ -25,7 +25,7 @@ from engram_core.languages import SEARCH_LANGUAGES
 from engram_core.policy import CONFIRMABLE
 from engram_core.schemas.tools import TOOL_NAMES
 from engram_cli.stackstate import StackState
-from storage_service.operator import OPERATOR_MOVES
+from storage_service.operator import MAX_WAIT_SECONDS, OPERATOR_MOVES
 from engram_core.settings import BaseEngramSettings
 from engram_core.transport import Transport, TransportError
 
@@ -181,8 +181,8 @@ REBUILD_PENDING = 5
 
 
 def _rebuild(transport: Transport, addr: str, token: str, opts: argparse.Namespace) -> int:
-    if not 0 <= opts.wait <= 60:
-        print("engram admin: --wait is 0..60 seconds", file=sys.stderr)
+    if not 0 <= opts.wait <= MAX_WAIT_SECONDS:  # storage's own bound, checked before asking
+        print(f"engram admin: --wait is 0..{MAX_WAIT_SECONDS:g} seconds", file=sys.stderr)
         return 2
     refused = _confirmed(opts, f"rebuild the search projection of {opts.tenant}/{opts.workspace} on every replica "
                                "(its searches wait for the rebuild)")

@@ -202,6 +202,11 @@ class ReplayGuard:
     def key(self, namespace: str, host_id: str, jti: str) -> str:
         return self._prefix + jti_key(namespace, host_id, jti)
 
+    @property
+    def epoch_key(self) -> str:
+        """The hash naming the instant since which the store's memory is whole."""
+        return self._prefix + "epoch"
+
     async def start(self) -> None:
         """Connect once (which sets the epoch on a store that has none), so contexts issued
         after the gateway started are not taken for older than the store; a store that is
@@ -229,7 +234,7 @@ class ReplayGuard:
         iat = "" if issued_at is None else repr(float(issued_at))
         try:
             async with asyncio.timeout(self._timeout):
-                result = await self._claim(keys=[self.key(namespace, host_id, jti), self._prefix + "epoch"],
+                result = await self._claim(keys=[self.key(namespace, host_id, jti), self.epoch_key],
                                            args=[max(1, ttl_seconds), iat])
         except (RedisError, OSError, TimeoutError) as exc:
             self.store.failed()

@@ -24,6 +24,7 @@ from engram_core.digests import capture_identity_digest, operation_digest, scope
 from engram_core.errors import Code, EngramError, ProtocolRefusal
 from engram_core.ids import candidate_id_from_digest
 from engram_core.policy import ScopePolicy
+from engram_core.scope_changes import ScopeReadCache
 from engram_core.schemas.tools import TOOL_NAMES, TOOLS
 from engram_core.schemas.validate import validate_arguments, with_defaults
 from engram_core.timefmt import now_ms
@@ -44,8 +45,9 @@ OnCancelled = Callable[[dict[str, Any]], Awaitable[object]]
 
 @dataclass(frozen=True)
 class PolicyRead:
-    """The scope's policy as storage answered it, read fresh on every call (an operator's change
-    takes effect on the next one)."""
+    """The scope's policy as storage answered it: read from storage, or reused while the scope's
+    change stamp holds (:mod:`engram_core.scope_changes`); either way an operator's change takes
+    effect on the next call."""
 
     policy: ScopePolicy
     # As storage sent them: forwarded with a search so the search service reads neither again.
@@ -79,11 +81,15 @@ class Dispatcher:
         contexts: ContextVerifier,
         confirmations: ConfirmationVerifier,
         max_call_seconds: float = 30.0,
+        policies: ScopeReadCache[PolicyRead] | None = None,
     ) -> None:
+        """``policies``: the scopes' policy and head reused while unchanged (None: read from
+        storage on every call)."""
         self._backends = backends
         self._contexts = contexts
         self._confirmations = confirmations
         self._max_call_seconds = max_call_seconds
+        self._policies = policies
 
     async def _verify(self, meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None) -> InvocationContext:
         header_token = headers.get(CONTEXT_HEADER) if headers is not None else None
@@ -91,12 +97,23 @@ class Dispatcher:
 
     async def _policy(self, ctx: InvocationContext, with_head: bool = False) -> PolicyRead:
         """``with_head``: also the journal head (a search forwards both to the search service,
-        which then needs no storage round trip of its own when its projection is current)."""
+        which then needs no storage round trip of its own when its projection is current).
+        With the cache, the copy read under the scope's current change stamp, if any (the stamp
+        is read first: a change after it moves it); else storage's answer, with the head."""
+        cache = self._policies
+        key = scope_digest(ctx.tenant, ctx.workspace) if cache is not None else ""
+        stamp = await cache.stamp(key) if cache is not None else None
+        if cache is not None and (held := cache.get(key, stamp)) is not None:
+            return held
         request = storage_pb2.GetScopePolicyRequest(
-            scope=common_pb2.Scope(tenant=ctx.tenant, workspace=ctx.workspace), with_head_cursor=with_head
+            scope=common_pb2.Scope(tenant=ctx.tenant, workspace=ctx.workspace),
+            with_head_cursor=with_head or cache is not None,
         )
         reply = await self._backends.call(STORAGE, "GetScopePolicy", request, self._timeout(ctx))
-        return PolicyRead.from_json(reply.policy_json, reply.head_cursor)
+        read = PolicyRead.from_json(reply.policy_json, reply.head_cursor)
+        if cache is not None:
+            cache.put(key, stamp, read)
+        return read
 
     async def visible_tools(self, ctx: InvocationContext) -> list[str]:
         """Host opt-in ∩ operator grants, and nothing when memory is off for the scope."""

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 import uvicorn
 
 from engram_core import logs
+from engram_core.scope_changes import ScopeReadCache
 from engram_core.taskq import redis_prefix
 from engram_core.transport import Transport
 from gateway.backends import Backends
@@ -55,6 +56,9 @@ async def open_gateway(settings: GatewaySettings) -> AsyncIterator[Gateway]:
         ContextVerifier(registry, settings.audience, replay),
         ConfirmationVerifier(registry, settings.audience, replay),
         max_call_seconds=settings.max_call_seconds,
+        # On the replay guard's client: its connections move the memory epoch the stamp names.
+        policies=ScopeReadCache(replay.redis, redis_prefix(settings.deployment), replay.epoch_key,
+                                max_scopes=settings.policy_cache_scopes),
     )
     await replay.start()
     gateway = Gateway(dispatcher, backends, replay.redis, registry, replay)

@@ -18,6 +18,9 @@ class GatewaySettings(BaseEngramSettings):
     host_registry: str
     # The audience every context and confirmation must name.
     audience: str
+    # Scopes whose policy and journal head are reused while their change token in Redis is
+    # unchanged (engram_core.scope_changes); 0: read them from storage on every call.
+    policy_cache_scopes: int = Field(4096, ge=0)
     # Upper bound for one downstream call, whatever the context deadline says.
     max_call_seconds: float = 30.0
     # This run's identity, reported by /readyz (``engram up`` sets it to tell its own gateway

@@ -15,6 +15,12 @@ body that fails (a contract error such as DIGEST_CONFLICT, or a bug) fails alone
 aborted and re-run without it, so its partial writes vanish with the aborted transaction. A
 group that loses a race with another storage replica (a write conflict on the head) is re-run
 whole by the driver's ``with_transaction``.
+
+After a group commits, and before any of its callers gets its answer, the scope's change token
+is published (``publish``: :class:`engram_core.scope_changes.ChangePublisher`), so a reader
+reusing its copy of the scope's policy and head sees the change on its next call. A group
+whose token cannot be published answers each of its callers ``STORE_UNAVAILABLE`` (retriable:
+the writes committed, a retry replays them and publishes again).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from typing import Any, TypeVar
 
 from pymongo.errors import PyMongoError
 
+from engram_core.errors import Code, EngramError
+from engram_core.scope_changes import ChangeUnpublished
 from storage_service.journal import GENESIS_DIGEST, Event, build_event
 from storage_service.store import Scope, Session, Store
 
@@ -82,9 +90,13 @@ class _BodyFailed(Exception):
 class GroupCommitter:
     """Runs journaled transaction bodies, grouped per scope (see the module docstring)."""
 
-    def __init__(self, store: Store, max_group: int = MAX_GROUP) -> None:
+    def __init__(self, store: Store, max_group: int = MAX_GROUP,
+                 publish: Callable[[str], Awaitable[None]] | None = None) -> None:
+        """``publish``: writes the scope's change token (by scope digest) after each committed
+        group; None only where no reader reuses copies (tests of the storage logic alone)."""
         self._store = store
         self._max_group = max_group
+        self.publish = publish
         self._queues: dict[str, list[_Waiting]] = {}
         self._draining: dict[str, asyncio.Task[None]] = {}
         # Committed groups and the bodies they held (bench and tests read the ratio).
@@ -133,6 +145,17 @@ class GroupCommitter:
                 return
             self.groups_committed += 1
             self.bodies_committed += len(live)
+            if self.publish is not None:
+                try:
+                    await self.publish(scope.key)
+                except BaseException as exc:  # noqa: BLE001 - committed, but no caller may be told yet
+                    log.warning("scope change not published scope=%s bodies=%d", scope.key, len(live))
+                    for waiting in live:
+                        if not waiting.future.done():
+                            waiting.future.set_exception(EngramError(Code.STORE_UNAVAILABLE))
+                    if not isinstance(exc, ChangeUnpublished):
+                        raise
+                    return
             for waiting, result in zip(live, results):
                 if not waiting.future.done():
                     waiting.future.set_result(result)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engram_core.crypto import KeyProvider
+from engram_core.scope_changes import ChangePublisher
 from engram_core.timefmt import now_ms
 from storage_service.authority import HostAuthority
 from storage_service.commits import GroupCommitter
@@ -32,11 +33,14 @@ class Deps:
     decision_backstop_seconds: float = 10.0
     # Storage's clock in epoch ms: what "now" is for expiry (the sweep and every read).
     clock: Callable[[], int] = field(default=now_ms)
+    # Publishes each scope's change token after every committed write group (readers reuse
+    # their copy of a scope's policy and head until it changes: engram_core.scope_changes).
+    changes: ChangePublisher | None = None
 
     def __post_init__(self) -> None:
         self.vault = Vault(self.store, self.keys)
         self.ledger = Ledger(self.store, self.ledger_retention_days)
-        self.commits = GroupCommitter(self.store)
+        self.commits = GroupCommitter(self.store, publish=self.changes.publish if self.changes else None)
         self.policies = Policies(self.store, self.commits)
 
     def forgotten_id(self, scope: Scope, payload_digest: str) -> str:

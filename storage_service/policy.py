@@ -8,7 +8,9 @@ edits cannot lose one another. An edit without an expected version is applied to
 current inside the transaction that writes it (a patch of the members it names), so it loses
 nothing either. The change and its ``policy_change`` event (actor, members changed, the new
 policy's digest; object id ``policy``, states the versions) commit together in the scope's
-journal group, and every service reads the policy on its next call: no restart, no cache.
+journal group, and every service reads the policy on its next call: no restart (the gateway's
+copy is keyed by the scope's change token, which the group's commit replaces:
+:mod:`engram_core.scope_changes`).
 """
 
 from __future__ import annotations

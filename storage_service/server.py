@@ -14,7 +14,8 @@ from engram_core import logs
 from engram_core.crypto import FileKeyProvider, Keyring
 from engram_core.grpc_errors import on_unreachable
 from engram_core.grpc_server import RunningServer, create_server, run_until_signal
-from engram_core.taskq import make_celery
+from engram_core.scope_changes import ChangePublisher
+from engram_core.taskq import make_celery, redis_prefix
 from engram_core.transport import Transport
 from engram_core.hosts import HostRegistry
 from storage_service.admin import AdminServicer
@@ -51,9 +52,11 @@ async def create(settings: StorageSettings, *, host_registry: HostRegistry | Non
         )
     registry = host_registry if host_registry is not None else HostRegistry.load(settings.host_registry)
     authority = HostAuthority(registry, settings.audience, store)
+    changes = ChangePublisher.connect(settings.redis_url, redis_prefix(settings.deployment))
+    await changes.start()
     deps = Deps(store, FileKeyProvider(load_keyring(settings)), authority, settings.ledger_retention_days,
                 on_commit=relay.wake if relay else (lambda: None),
-                decision_backstop_seconds=settings.relay_resend_after_seconds)
+                decision_backstop_seconds=settings.relay_resend_after_seconds, changes=changes)
     storage = StorageServicer(deps)
     admissions = Admissions(deps)
     admin = AdminServicer(store, deps.policies, settings.admin_token.get_secret_value(), OperatorMoves(deps),
@@ -74,6 +77,7 @@ async def create(settings: StorageSettings, *, host_registry: HostRegistry | Non
     async def close() -> None:
         if relay is not None:
             await relay.stop()
+        await changes.close()
         await store.close()
 
     return running, close, deps

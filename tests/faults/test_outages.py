@@ -146,24 +146,40 @@ async def test_a_context_is_not_accepted_again_after_a_redis_restart(owned_stack
 
 
 async def test_mongodb_away_is_policy_unavailable_and_storage_not_ready(owned_stack: SpawnedStack) -> None:
+    """A scope unchanged since the gateway read it is searched on (policy and head reused, the
+    search replica current: no storage call); a scope changed since answers POLICY_UNAVAILABLE
+    (the gateway must ask storage), and what needs storage fails retriably."""
     stack = owned_stack
     host = HostFile.load(str(stack.host_file))
     storage_log = logs(stack, "storage")
     args = make_search_args("lighthouse", PURPOSE)
-    async with EngramClient.connect(host, principal="user:outage", purpose_ref=PURPOSE) as client:
+    changed = f"outage-{uuid.uuid4().hex[:8]}"
+    stack.admin("enable", "--tenant", changed, "--workspace", "default")
+    async with EngramClient.connect(host, principal="user:outage", purpose_ref=PURPOSE) as client, \
+            EngramClient.connect(host, principal="user:outage", purpose_ref=PURPOSE, tenant=changed,
+                                 workspace="default") as other:
         assert (await client.call(SEARCH, args))["ok"]
+        assert (await other.call(SEARCH, args))["ok"]
+        # The operator turns the second scope off and on again: the gateway's copy is stale.
+        stack.admin("disable", "--tenant", changed, "--workspace", "default")
+        stack.admin("enable", "--tenant", changed, "--workspace", "default")
         with frozen(pid_of(stack, "mongodb")):
+            served = await client.call(SEARCH, args, meta=short(client))
+            assert served["ok"], served
             seen: list[str] = []
             deadline = time.monotonic() + RECOVERY_SECONDS
             while "POLICY_UNAVAILABLE" not in seen:
-                envelope = await client.call(SEARCH, args, meta=short(client))
+                envelope = await other.call(SEARCH, args, meta=short(other))
                 assert envelope["ok"] is False and envelope["error"]["retriable"], envelope
                 seen.append(envelope["error"]["code"])
                 assert time.monotonic() < deadline, seen
             assert set(seen) <= {"POLICY_UNAVAILABLE", "DEADLINE_EXCEEDED"}, seen
+            captured = await client.call(CAPTURE, make_capture_args(text=f"while mongodb is away {uuid.uuid4()}",
+                                                                    purpose_ref=PURPOSE), meta=short(client))
+            assert captured["ok"] is False and captured["error"]["retriable"], captured
             wait_for("readyz names storage", lambda: ready_with(
                 stack, 503, "not_ready", replay_store="ok", storage="not_serving"), 15, interval=0.2)
-        await until_ok(client, SEARCH, args)
+        await until_ok(other, SEARCH, args)
     wait_for("readyz ready again", lambda: ready_with(stack, 200, "ready", **ALL_UP), RECOVERY_SECONDS, interval=0.2)
     assert storage_log.said("dependency unavailable", "mongodb") == 1
     wait_for("storage says mongodb is back",

@@ -151,6 +151,17 @@ class Dispatcher:
         if name not in TOOLS:
             raise ProtocolRefusal.unknown_tool()
         try:
+            return await self._call_verified(name, arguments, ctx, meta)
+        except asyncio.CancelledError:
+            # Anywhere after the context was verified (the policy read included): CANCELLED.
+            log.info("call cancelled", extra={"tool": name, "scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
+            if on_cancelled is not None:
+                await on_cancelled(envelope.failure(EngramError(Code.CANCELLED), ctx.audit_id))
+            raise
+
+    async def _call_verified(self, name: str, arguments: Any, ctx: InvocationContext,
+                             meta: Mapping[str, Any] | None) -> dict[str, Any]:
+        try:
             policy = await self._policy(ctx, with_head=name == "engram_memory_search")
         except EngramError as exc:
             # Storage could not be asked for the policy: the policy is what is missing.
@@ -160,11 +171,6 @@ class Dispatcher:
             raise ProtocolRefusal.unknown_tool()
         try:
             value = await self._run(name, arguments if arguments is not None else {}, ctx, policy, meta)
-        except asyncio.CancelledError:
-            log.info("call cancelled", extra={"tool": name, "scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
-            if on_cancelled is not None:
-                await on_cancelled(envelope.failure(EngramError(Code.CANCELLED), ctx.audit_id))
-            raise
         except EngramError as exc:
             return envelope.failure(exc, ctx.audit_id)
         except ProtocolRefusal:

@@ -16,6 +16,7 @@ BENCHES = (
     [sys.executable, str(HERE / "admission_bench.py")],
     [sys.executable, str(HERE / "ingest_bench.py"), "--records", "1000", "--quiet"],
     [sys.executable, str(HERE / "edge_bench.py")],
+    [sys.executable, str(HERE / "search_scale_bench.py"), "--sizes", "1000"],
 )
 
 

@@ -9,14 +9,17 @@ AdmissionService gRPC: a real Celery worker decides every record); at each size 
 load rate, MCP search p50/p95/p99 at concurrency 1 and throughput at concurrency 4, direct
 gRPC search latency, and the search process's resident memory per record. Then it kills the
 search process (``engram up`` restarts it) and times the cold rebuild of the largest scope.
-``--scopes N`` adds N more scopes of ``--scope-records`` each and measures search across
-them. Figures only: nothing here asserts a time.
+``--scopes N`` adds N more scopes of ``--scope-records`` each, times each one's first search
+(it builds the scope's projection), then measures the same figures with the searches spread
+over them round robin (one MCP host client per scope); ``--sizes ''`` skips the main scope
+(``--sizes '' --scopes 10`` is the 10 × 10k case). Figures only: nothing here asserts a time.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -116,40 +119,53 @@ async def until_answered(stub: Any, scope: Scope, query: str) -> None:
             await asyncio.sleep(0.05)
 
 
-async def measure(stack: SpawnedStack, scope: Scope, corpus: Corpus, queries: int, search_stub: Any) -> dict[str, Any]:
+async def measure(stack: SpawnedStack, scopes: list[Scope], corpus: Corpus, queries: int,
+                  search_stub: Any) -> dict[str, Any]:
+    """``queries`` searches over ``scopes`` round robin: direct gRPC at concurrency 1, then MCP
+    (one host client per scope) at concurrency 1 and 4. Each scope is caught up first (not timed)."""
     texts = [corpus.query() for _ in range(queries)]
-    await until_answered(search_stub, scope, texts[0])  # catch up once (not timed)
+    for scope in scopes:
+        await until_answered(search_stub, scope, texts[0])
     direct: list[float] = []
-    for text in texts:
+    for i, text in enumerate(texts):
         start = time.perf_counter()
-        await direct_search(search_stub, scope, text)
+        await direct_search(search_stub, scopes[i % len(scopes)], text)
         direct.append((time.perf_counter() - start) * 1000)
     host = HostFile.load(str(stack.host_file))
     mcp: list[float] = []
-    async with EngramClient.connect(host, principal=PRINCIPAL, purpose_ref=PURPOSE, tenant=scope.tenant,
-                                    workspace=scope.workspace) as memory:
-        for text in texts[:20]:  # warm-up
-            await memory.call("engram_memory_search", make_search_args(text, PURPOSE))
-        for text in texts:
+    async with contextlib.AsyncExitStack() as clients:
+        memories = [await clients.enter_async_context(EngramClient.connect(
+            host, principal=PRINCIPAL, purpose_ref=PURPOSE, tenant=s.tenant, workspace=s.workspace)) for s in scopes]
+
+        async def call(i: int, text: str) -> float:
             start = time.perf_counter()
-            envelope = await memory.call("engram_memory_search", make_search_args(text, PURPOSE))
-            mcp.append((time.perf_counter() - start) * 1000)
+            envelope = await memories[i % len(memories)].call("engram_memory_search", make_search_args(text, PURPOSE))
             if not envelope["ok"]:
                 raise RuntimeError(f"search failed: {envelope['error']['code']}")
+            return (time.perf_counter() - start) * 1000
+
+        for i, text in enumerate(texts[:20]):  # warm-up
+            await call(i, text)
+        for i, text in enumerate(texts):
+            mcp.append(await call(i, text))
 
         sem = asyncio.Semaphore(4)
         parallel: list[float] = []
 
-        async def one(text: str) -> None:
+        async def one(i: int, text: str) -> None:
             async with sem:
-                start = time.perf_counter()
-                await memory.call("engram_memory_search", make_search_args(text, PURPOSE))
-                parallel.append((time.perf_counter() - start) * 1000)
+                parallel.append(await call(i, text))
 
         start = time.perf_counter()
-        await asyncio.gather(*(one(t) for t in texts))
+        await asyncio.gather(*(one(i, t) for i, t in enumerate(texts)))
         wall4 = time.perf_counter() - start
     return {"mcp": mcp, "direct": direct, "parallel": parallel, "wall4": wall4}
+
+
+def print_figures(figures: dict[str, Any]) -> None:
+    print(report("mcp search c=1", figures["mcp"], sum(figures["mcp"]) / 1000))
+    print(report("mcp search c=4", figures["parallel"], figures["wall4"]))
+    print(report("grpc search c=1", figures["direct"], sum(figures["direct"]) / 1000))
 
 
 async def cold_rebuild(stack: SpawnedStack, scope: Scope, search_addr: str) -> tuple[float, float]:
@@ -239,52 +255,46 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     for size in opts.sizes:
         rate = await load(main_scope, corpus, size - main_scope.records, opts.load_concurrency, storage, admission,
                           tag, opts.progress)
-        figures = await measure(stack, main_scope, corpus, opts.queries, search)
+        figures = await measure(stack, [main_scope], corpus, opts.queries, search)
         rss = rss_mib(search_pid)
         print(f"## one scope, {size} records (load {rate:.1f} records/s through storage + admission gRPC)")
-        print(report("mcp search c=1", figures["mcp"], sum(figures["mcp"]) / 1000))
-        print(report("mcp search c=4", figures["parallel"], figures["wall4"]))
-        print(report("grpc search c=1", figures["direct"], sum(figures["direct"]) / 1000))
+        print_figures(figures)
         print(f"search RSS {rss:.1f} MiB: {(rss - rss_empty) * 2**20 / size:.0f} B/record over the empty process")
         if opts.profile:
             for line in await profile(stack, main_scope, corpus, opts.profile_seconds, opts.profile / str(size)):
                 print(line)
+    scopes: list[Scope] = []
     if opts.scopes:
-        scopes = []
         for n in range(opts.scopes):
             extra = Scope(f"bench-{tag}-{n}", "default", principal=PRINCIPAL, purpose_ref=PURPOSE).enable(stack)
             rate = await load(extra, corpus, opts.scope_records, opts.load_concurrency, storage, admission,
                               f"{tag}-s{n}", opts.progress)
             scopes.append(extra)
             print(f"# scope {n + 1}/{opts.scopes}: {opts.scope_records} records at {rate:.1f}/s", file=sys.stderr)
-        samples: list[float] = []
-        for i in range(opts.queries):
-            scope = scopes[i % len(scopes)]
+        # Each scope's first search builds its projection (none was searched while loading).
+        builds: list[float] = []
+        for scope in scopes:
             start = time.perf_counter()
-            await direct_search(search, scope, corpus.query(), timeout=600)
-            samples.append((time.perf_counter() - start) * 1000)
+            await until_answered(search, scope, corpus.query())
+            builds.append((time.perf_counter() - start) * 1000)
         print(f"## {opts.scopes} more scopes of {opts.scope_records} records, searched round robin")
-        print(report("grpc search c=1 (first pass builds)", samples, sum(samples) / 1000))
-        samples = []
-        for i in range(opts.queries):
-            scope = scopes[i % len(scopes)]
-            start = time.perf_counter()
-            await direct_search(search, scope, corpus.query())
-            samples.append((time.perf_counter() - start) * 1000)
-        print(report("grpc search c=1 (warm)", samples, sum(samples) / 1000))
+        print(report("first search (builds)", builds, sum(builds) / 1000))
+        print_figures(await measure(stack, scopes, corpus, opts.queries, search))
         rss = rss_mib(search_pid)
         total = main_scope.records + opts.scopes * opts.scope_records
         print(f"search RSS {rss:.1f} MiB for {total} records: {(rss - rss_empty) * 2**20 / total:.0f} B/record")
-    seconds, rss = await cold_rebuild(stack, main_scope, state["search_addr"])
-    print(f"## cold rebuild of the {main_scope.records}-record scope after a search restart: {seconds:.1f} s "
-          f"({main_scope.records / seconds:.0f} records/s), RSS after {rss:.1f} MiB")
+    largest = max([main_scope, *scopes], key=lambda s: s.records)
+    seconds, rss = await cold_rebuild(stack, largest, state["search_addr"])
+    print(f"## cold rebuild of the {largest.records}-record scope after a search restart: {seconds:.1f} s "
+          f"({largest.records / seconds:.0f} records/s), RSS after {rss:.1f} MiB")
     for chan in (storage_chan, admission_chan, search_chan):
         await chan.close()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=[1000, 10000])
+    parser.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",") if x], default=[1000, 10000],
+                        help="sizes the main scope grows to in turn ('' : none, e.g. with --scopes)")
     parser.add_argument("--scopes", type=int, default=0)
     parser.add_argument("--scope-records", type=int, default=10000)
     parser.add_argument("--queries", type=int, default=300)

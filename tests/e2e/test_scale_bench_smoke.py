@@ -1,0 +1,27 @@
+"""bench/search_scale_bench.py runs end to end on tiny sizes (its own stack, the real write
+path, MCP and gRPC searches, several scopes, the cold rebuild) and prints every section."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "search_scale_bench.py"
+FIGURE = re.compile(r"^(mcp search c=1|mcp search c=4|grpc search c=1) +n=(\d+) +p50=([\d.]+)ms", re.M)
+
+
+def test_scale_bench_runs_small() -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--sizes", "30", "--scopes", "2", "--scope-records", "20", "--queries", "12",
+         "--load-concurrency", "8"],
+        check=True, capture_output=True, text=True, timeout=600,
+    ).stdout
+    assert "## one scope, 30 records" in out
+    assert "## 2 more scopes of 20 records, searched round robin" in out
+    assert re.search(r"^first search \(builds\) +n=2 ", out, re.M)
+    figures = FIGURE.findall(out)
+    # Once for the main scope, once across the extra scopes; every sample counted.
+    assert [name for name, _, _ in figures] == ["mcp search c=1", "mcp search c=4", "grpc search c=1"] * 2
+    assert all(int(n) == 12 and float(p50) > 0 for _, n, p50 in figures)
+    assert "search RSS" in out and "for 70 records" in out
+    assert re.search(r"^## cold rebuild of the 30-record scope after a search restart: [\d.]+ s", out, re.M)

@@ -67,9 +67,13 @@ class Channel:
 
 class _Ranks:
     """Exact 1-based ranks in one channel (score desc, record_id asc) of any of its eligible
-    hits, from one sort of its scores: ``1 + #higher + #(equal with a smaller record_id)``."""
+    hits: ``1 + #higher + #(equal with a smaller record_id)``. Within the channel's best
+    ``window`` (every tie at the cut included, so every record scoring at least as well as one
+    of them is in it) a rank is the record's position in that set sorted by (score desc,
+    record_id asc); outside it (a record another channel brought) it is counted over a sort of
+    the whole channel, made only then."""
 
-    __slots__ = ("hit", "slots", "values", "ascending", "n", "_ids", "_ties")
+    __slots__ = ("hit", "slots", "values", "n", "_ids", "_ascending", "_ties", "_cut", "_top_rank")
 
     def __init__(self, hit: BoolArray, scores: FloatArray, ids: list[str]) -> None:
         self.hit = hit
@@ -78,34 +82,54 @@ class _Ranks:
         if not np.isfinite(self.values).all():
             raise ValueError("channel scores must be finite")
         self.n = len(self.slots)
-        self.ascending = np.sort(self.values)
         self._ids = ids
+        self._ascending: FloatArray | None = None
         self._ties: dict[float, list[str]] = {}
+        self._cut = -math.inf
+        self._top_rank: dict[int, int] = {}
 
     def top(self, window: int) -> npt.NDArray[np.int64]:
-        """The slots scoring at or above the ``window``-th best score (ties included)."""
+        """The slots scoring at or above the ``window``-th best score (ties included); their
+        ranks are known from here on."""
         if window >= self.n:
-            return self.slots
-        return self.slots[self.values >= self.ascending[self.n - window]]
+            chosen, self._cut = self.slots, -math.inf
+        else:
+            self._cut = float(np.partition(self.values, self.n - window)[self.n - window])
+            chosen = self.slots[self.values >= self._cut]
+        values = self.scores_of(chosen)
+        order = np.lexsort((np.array([self._ids[s] for s in chosen.tolist()]), -values)) if len(chosen) else _NO_ORDER
+        self._top_rank = dict(zip(chosen[order].tolist(), range(1, len(chosen) + 1)))
+        return chosen
 
     def scores_of(self, slots: npt.NDArray[np.int64]) -> FloatArray:
         """The channel's scores of ``slots`` (hits of the channel; ``self.slots`` is sorted)."""
         return self.values[np.searchsorted(self.slots, slots)]
 
-    def ranks(self, record_ids: list[str], values: FloatArray) -> list[int]:
-        """The ranks of records (hits of this channel) that score ``values``."""
-        right = np.searchsorted(self.ascending, values, side="right").tolist()
-        left = np.searchsorted(self.ascending, values, side="left").tolist()
-        out = []
-        for record_id, value, hi, lo in zip(record_ids, values.tolist(), right, left):
+    def ranks(self, slots: list[int], record_ids: list[str], values: FloatArray) -> list[int]:
+        """The ranks of records (hits of this channel, at ``slots``) that score ``values``."""
+        top = self._top_rank
+        out = [top.get(slot, 0) for slot in slots]
+        if all(out):
+            return out
+        if self._ascending is None:
+            self._ascending = np.sort(self.values)
+        ascending = self._ascending
+        for k, (record_id, value) in enumerate(zip(record_ids, values.tolist())):
+            if out[k]:
+                continue
+            hi = int(np.searchsorted(ascending, value, side="right"))
+            lo = int(np.searchsorted(ascending, value, side="left"))
             rank = self.n - hi + 1
             if hi - lo > 1:
                 tied = self._ties.get(value)
                 if tied is None:
                     tied = self._ties[value] = sorted(self._ids[s] for s in self.slots[self.values == value].tolist())
                 rank += bisect_left(tied, record_id)
-            out.append(rank)
+            out[k] = rank
         return out
+
+
+_NO_ORDER = np.zeros(0, np.int64)
 
 
 def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: int, depth: int) -> TopK:
@@ -128,40 +152,48 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
     ids = table.ids
     ranks = [_Ranks(channel.hits & eligible, channel.scores, ids) for channel in channels]
     scale = (RRF_K + 1) / len(channels)
-    floor = math.floor
     window = max(_FIRST_WINDOW, 2 * depth)
+    fresh_of: dict[int, float] = {}
     while True:
         # Every record in some channel's best `window`, with its exact rank in each channel
         # that lists it; a record in none is below `window` in every channel that lists it.
         tops = [channel_ranks.top(window) for channel_ranks in ranks]
-        seen = np.unique(np.concatenate(tops))
-        seen_ids = [ids[s] for s in seen.tolist()]
-        totals = [0.0] * len(seen)
+        seen = np.unique(np.concatenate(tops)) if len(tops) > 1 else np.sort(tops[0])
+        seen_list = seen.tolist()
+        seen_ids = np.array([ids[s] for s in seen_list])
+        # The same binary64 operations, in the same order, as rank(): 0.0 + 1/(60 + r) per
+        # channel (lexical first), then the roundings (elementwise IEEE-754, no fused ops).
+        totals = np.zeros(len(seen))
         for channel_ranks in ranks:
-            listed = np.flatnonzero(channel_ranks.hit[seen]).tolist()
-            positions = channel_ranks.ranks([seen_ids[k] for k in listed], channel_ranks.scores_of(seen[listed]))
-            for k, position in zip(listed, positions):
-                totals[k] += 1.0 / (RRF_K + position)
-        final: list[tuple[float, float, str, float]] = []
-        for record_id, total, start in zip(seen_ids, totals, table.valid_from[seen].tolist()):
-            fresh = floor(0.5 ** (max(0, now_ms - start) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
-            fused = floor(min(1.0, total * scale) * _SCALE + 0.5) / _SCALE
-            score = floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
-            final.append((-score, -fresh, record_id, fused))
-        final.sort()
-        best = final[:depth]
+            listed = np.flatnonzero(channel_ranks.hit[seen])
+            slots = seen[listed]
+            positions = channel_ranks.ranks(slots.tolist(), seen_ids[listed].tolist(), channel_ranks.scores_of(slots))
+            totals[listed] += 1.0 / (RRF_K + np.array(positions, np.int64))
+        starts = table.valid_from[seen].tolist()
+        fresh = np.array([fresh_of[start] if start in fresh_of else fresh_of.setdefault(start, _fresh(now_ms, start))
+                          for start in starts], np.float64)
+        fused = np.floor(np.minimum(1.0, totals * scale) * _SCALE + 0.5) / _SCALE
+        score = np.floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
+        order = np.lexsort((seen_ids, -fresh, -score))[:depth]
         unseen = 0.0  # the largest raw fusion sum of a record in no window
         for top, channel_ranks in zip(tops, ranks):
             if len(top) < channel_ranks.n:
                 unseen += 1.0 / (RRF_K + len(top) + 1)
-        if unseen == 0.0 or (len(best) == depth and -best[-1][0] > _score(unseen * scale, 1.0)):
+        if unseen == 0.0 or (len(order) == depth and float(score[order[-1]]) > _score(unseen * scale, 1.0)):
             make = tuple.__new__
             hits = tuple(
-                make(RankedHit, (record_id, -neg_score, i, fused, -neg_fresh))
-                for i, (neg_score, neg_fresh, record_id, fused) in enumerate(best, start=1)
+                make(RankedHit, (record_id, s, i, f, r))
+                for i, (record_id, s, f, r) in enumerate(
+                    zip(seen_ids[order].tolist(), score[order].tolist(), fused[order].tolist(), fresh[order].tolist()),
+                    start=1)
             )
             return TopK(hits, n, len(seen))
         window = 4 * window
+
+
+def _fresh(now_ms: int, start: int) -> float:
+    """rank()'s recency of a record valid from ``start`` (math, as there: never numpy's pow)."""
+    return math.floor(0.5 ** (max(0, now_ms - start) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
 
 
 def _score(scaled: float, fresh: float) -> float:

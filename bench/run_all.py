@@ -17,6 +17,7 @@ BENCHES = (
     [sys.executable, str(HERE / "ingest_bench.py"), "--records", "1000", "--quiet"],
     [sys.executable, str(HERE / "edge_bench.py")],
     [sys.executable, str(HERE / "search_scale_bench.py"), "--sizes", "1000"],
+    [sys.executable, str(HERE / "mcp_floor_bench.py")],
 )
 
 

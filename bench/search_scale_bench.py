@@ -168,49 +168,75 @@ def print_figures(figures: dict[str, Any]) -> None:
     print(report("grpc search c=1", figures["direct"], sum(figures["direct"]) / 1000))
 
 
-async def cold_rebuild(stack: SpawnedStack, scope: Scope, search_addr: str) -> tuple[float, float]:
-    """Kill the search process, wait for its restart, time the first full answer."""
+async def cold_rebuild(stack: SpawnedStack, scope: Scope, search_addr: str,
+                       profile_dir: Path | None = None) -> tuple[float, float, list[str]]:
+    """Kill the search process, wait for its restart, time the first full answer; with
+    ``profile_dir``, py-spy samples the new search process, storage and the MongoDB-protocol
+    server meanwhile (their top functions are returned)."""
     pid = stack.pids()["search"]
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 60
     while stack.pids().get("search") == pid and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
+    names = ("search", "storage", "mongodb")
+    spies = [] if profile_dir is None else await start_spies(stack, names, profile_dir)
     chan = StackState.load(stack.state_dir).transport("gateway").channel(search_addr, "search")
     stub = search_pb2_grpc.SearchServiceStub(chan)
     start = time.perf_counter()
     await until_answered(stub, scope, "memory")
     seconds = time.perf_counter() - start
     await chan.close()
-    return seconds, rss_mib(stack.pids()["search"])
+    lines = await stop_spies(spies, names, profile_dir) if profile_dir is not None else []
+    return seconds, rss_mib(stack.pids()["search"]), lines
+
+
+async def start_spies(stack: SpawnedStack, names: tuple[str, ...], out: Path,
+                      seconds: float | None = None) -> list[asyncio.subprocess.Process]:
+    """py-spy recording each named child into ``out/<name>.txt`` (raw collapsed stacks), for
+    ``seconds`` or until :func:`stop_spies`."""
+    out.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        raise SystemExit("--profile needs py-spy in the environment (uv pip install py-spy)")
+    duration = ["--duration", str(int(seconds))] if seconds is not None else []
+    procs = [await asyncio.create_subprocess_exec(
+        str(spy), "record", "--pid", str(stack.pids()[n]), *duration, "--rate", "250",
+        "--format", "raw", "--output", str(out / f"{n}.txt"), "--nonblocking",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL) for n in names]
+    await asyncio.sleep(1.0)  # attached before the work starts
+    return procs
+
+
+async def stop_spies(procs: list[asyncio.subprocess.Process], names: tuple[str, ...], out: Path,
+                     stop: bool = True) -> list[str]:
+    """Stop (SIGINT: py-spy writes what it sampled) or await the recorders; each one's top
+    functions."""
+    for proc in procs:
+        if stop and proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+        await proc.wait()
+    lines: list[str] = []
+    for name in names:
+        lines += [f"# {name}: {line}" for line in top_functions(out / f"{name}.txt")]
+    return lines
 
 
 async def profile(stack: SpawnedStack, scope: Scope, corpus: Corpus, seconds: float, out: Path) -> list[str]:
     """MCP searches at concurrency 1 for ``seconds`` while py-spy samples the gateway, search
     and storage processes; each profile's collapsed stacks go to ``out/<name>.txt`` and the
     top functions by inclusive share are returned."""
-    out.mkdir(parents=True, exist_ok=True)
-    spy = Path(sys.executable).with_name("py-spy")
-    if not spy.exists():
-        raise SystemExit("--profile needs py-spy in the environment (uv pip install py-spy)")
     names = ("gateway", "search", "storage")
-    procs = [await asyncio.create_subprocess_exec(
-        str(spy), "record", "--pid", str(stack.pids()[n]), "--duration", str(int(seconds)), "--rate", "250",
-        "--format", "raw", "--output", str(out / f"{n}.txt"), "--nonblocking",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL) for n in names]
+    procs = await start_spies(stack, names, out, seconds)
     host = HostFile.load(str(stack.host_file))
     calls = 0
     async with EngramClient.connect(host, principal=PRINCIPAL, purpose_ref=PURPOSE, tenant=scope.tenant,
                                     workspace=scope.workspace) as memory:
-        deadline = time.monotonic() + seconds
+        deadline = time.monotonic() + seconds - 1.0
         while time.monotonic() < deadline:
             await memory.call("engram_memory_search", make_search_args(corpus.query(), PURPOSE))
             calls += 1
-    for proc in procs:
-        await proc.wait()
     lines = [f"## profile: {calls} MCP searches in {seconds:.0f} s (py-spy, collapsed stacks in {out})"]
-    for name in names:
-        lines += [f"# {name}: {line}" for line in top_functions(out / f"{name}.txt")]
-    return lines
+    return lines + await stop_spies(procs, names, out, stop=False)
 
 
 # A sample whose innermost frame is one of these is a thread waiting, not working.
@@ -284,9 +310,12 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
         total = main_scope.records + opts.scopes * opts.scope_records
         print(f"search RSS {rss:.1f} MiB for {total} records: {(rss - rss_empty) * 2**20 / total:.0f} B/record")
     largest = max([main_scope, *scopes], key=lambda s: s.records)
-    seconds, rss = await cold_rebuild(stack, largest, state["search_addr"])
+    seconds, rss, lines = await cold_rebuild(stack, largest, state["search_addr"],
+                                             opts.profile / "rebuild" if opts.profile else None)
     print(f"## cold rebuild of the {largest.records}-record scope after a search restart: {seconds:.1f} s "
           f"({largest.records / seconds:.0f} records/s), RSS after {rss:.1f} MiB")
+    for line in lines:
+        print(line)
     for chan in (storage_chan, admission_chan, search_chan):
         await chan.close()
 
@@ -301,7 +330,7 @@ def main() -> int:
     parser.add_argument("--load-concurrency", type=int, default=24)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--progress", action="store_true", help="print load progress to stderr")
-    parser.add_argument("--profile", type=Path, help="after each size, profile MCP searches with py-spy into this folder")
+    parser.add_argument("--profile", type=Path, help="after each size, profile MCP searches with py-spy into this folder (and the cold rebuild)")
     parser.add_argument("--profile-seconds", type=float, default=20.0)
     opts = parser.parse_args()
     if opts.sizes != sorted(opts.sizes):

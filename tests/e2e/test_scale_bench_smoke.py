@@ -25,3 +25,31 @@ def test_scale_bench_runs_small() -> None:
     assert all(int(n) == 12 and float(p50) > 0 for _, n, p50 in figures)
     assert "search RSS" in out and "for 70 records" in out
     assert re.search(r"^## cold rebuild of the 30-record scope after a search restart: [\d.]+ s", out, re.M)
+
+
+def test_scale_bench_profiles_searches_and_the_rebuild(tmp_path: Path) -> None:
+    """``--profile``: py-spy samples gateway, search and storage during MCP searches, and
+    search, storage and the MongoDB-protocol server during the cold rebuild."""
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--sizes", "20", "--queries", "5", "--load-concurrency", "8",
+         "--profile", str(tmp_path), "--profile-seconds", "3"],
+        check=True, capture_output=True, text=True, timeout=600,
+    ).stdout
+    assert re.search(r"^## profile: \d+ MCP searches in 3 s", out, re.M)
+    for name in ("gateway", "search", "storage"):
+        assert re.search(rf"^# {name}: busy samples \d+", out, re.M)
+        assert (tmp_path / "20" / f"{name}.txt").exists()
+    rebuild = out[out.index("## cold rebuild"):]
+    for name in ("search", "storage", "mongodb"):
+        assert re.search(rf"^# {name}: busy samples [1-9]\d*", rebuild, re.M), name
+        assert (tmp_path / "rebuild" / f"{name}.txt").stat().st_size > 0
+
+
+def test_mcp_floor_bench_runs_small() -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH.with_name("mcp_floor_bench.py")), "--calls", "10"],
+        check=True, capture_output=True, text=True, timeout=300,
+    ).stdout
+    names = re.findall(r"^(echo c=1|echo c=4|structured c=1|structured c=4) +n=10 +p50=[\d.]+ms", out, re.M)
+    assert names == ["echo c=1", "echo c=4", "structured c=1", "structured c=4"]
+    assert "# server RSS" in out and "mcp=" in out

@@ -2,9 +2,12 @@
 each field indexed twice (exact and Snowball-stemmed tokens, SPEC §9).
 
 One :class:`LexicalIndex` holds one scope, analysed in the scope's language, over the slot
-numbers of the scope's :class:`~search_service.doctable.DocTable`. Each (copy, field) keeps a
-posting list per term as one growable C array of ``(slot, tf)`` int32 pairs; a query scores
-them with vectorised numpy arithmetic into a dense vector over the slots. The element-wise
+numbers of the scope's :class:`~search_service.doctable.DocTable`. Each field of the exact
+copy keeps a posting list per term (``(slot, tf)`` pairs); the stemmed copy keeps none of its
+own: one stem per token, so a field's stemmed tf of stem ``s`` is the sum of the exact tfs of
+the terms that stem to ``s`` and its length is the exact one — a query derives it from those
+terms' lists (half the postings of two stored copies). A query scores them with vectorised
+numpy arithmetic into a dense vector over the slots. The element-wise
 operations are the same IEEE-754 binary64 operations, in the same order per document, as the
 formula in docs/ranking.md, so scores are bit for bit those of a scalar implementation.
 
@@ -46,6 +49,8 @@ _KINDS = ("decision", "evidence", "context")
 # (copy, field) lanes, copy-major: lane = copy * len(FIELDS) + field.
 _LANES = tuple((c, f) for c in range(len(COPIES)) for f in range(len(FIELDS)))
 _LANE_WEIGHTS = tuple(COPY_WEIGHTS[COPIES[c]] * FIELD_WEIGHTS[FIELDS[f]] for c, f in _LANES)
+# Postings and lengths are kept for the exact copy's fields only (lane = field there).
+_POSTED = len(FIELDS)
 _INITIAL = 1024
 # The tail tier is merged into the frozen one once it holds this many pairs (and a quarter of
 # the frozen ones): merges stay rare (geometric), the tail small.
@@ -149,10 +154,11 @@ class LexicalIndex:
     """BM25 over the five weighted fields in two copies, one instance per scope. Not
     thread-safe: one writer or one reader at a time (the projection's lock).
 
-    Postings live in two tiers. New documents go to a *tail*: per lane, a growable
+    Postings (of the exact copy's fields; the stemmed copy is derived from them) live in two
+    tiers. New documents go to a *tail*: per field, a growable
     ``array('i')`` of ``(slot, tf)`` pairs per term id. When the tail holds a quarter of the
     frozen pairs (and at least ``freeze_min_pairs``), or when the caller says a build is done
-    (:meth:`freeze`), it is merged into the *frozen* tier: per lane one contiguous int32 slot
+    (:meth:`freeze`), it is merged into the *frozen* tier: per field one contiguous int32 slot
     column and one tf column (uint8, wider only when a tf needs it) grouped by term id, with
     int32 offsets (CSR) — 5 bytes a posting, no Python object per posting list, no slack.
     Terms are numbered once
@@ -162,7 +168,8 @@ class LexicalIndex:
     """
 
     __slots__ = ("_analyzer", "_config", "_vocab", "_df", "_tails", "_tail_pairs", "_frozen_terms", "_offsets",
-                 "_frozen", "_frozen_pairs", "_freeze_min", "_lengths", "_total_lengths", "_indexed", "_live")
+                 "_frozen", "_frozen_pairs", "_freeze_min", "_lengths", "_total_lengths", "_indexed", "_live",
+                 "_stem_of")
 
     def __init__(self, language: str = DEFAULT_LANGUAGE, *, freeze_min_pairs: int = FREEZE_MIN_PAIRS) -> None:
         if freeze_min_pairs < 1:
@@ -173,20 +180,23 @@ class LexicalIndex:
         self._vocab: dict[str, int] = {}
         # _df[copy, term id] = live documents with the term in any field of that copy
         self._df = np.zeros((len(COPIES), _INITIAL), np.int32)
-        # Tail tier: _tails[lane][term id] = array('i') of (slot, tf) pairs, slots ascending
-        self._tails: tuple[dict[int, array[int]], ...] = tuple({} for _ in _LANES)
+        # Tail tier: _tails[field][term id] = array('i') of (slot, tf) pairs, slots ascending
+        self._tails: tuple[dict[int, array[int]], ...] = tuple({} for _ in range(_POSTED))
         self._tail_pairs = 0
         # Frozen tier, for term ids < _frozen_terms: lane l's postings of term t are rows
         # _offsets[l][t]:_offsets[l][t + 1] of _frozen[l] = (slots, tfs), slots ascending
         self._frozen_terms = 0
-        self._offsets: list[npt.NDArray[np.int32]] = [np.zeros(1, np.int32) for _ in _LANES]
+        self._offsets: list[npt.NDArray[np.int32]] = [np.zeros(1, np.int32) for _ in range(_POSTED)]
         self._frozen: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.integer]]] = [
-            (np.zeros(0, np.int32), np.zeros(0, np.uint16)) for _ in _LANES]
+            (np.zeros(0, np.int32), np.zeros(0, np.uint16)) for _ in range(_POSTED)]
         self._frozen_pairs = 0
         self._freeze_min = freeze_min_pairs
-        # _lengths[lane, slot] = token count of that field copy of the document
-        self._lengths = np.zeros((len(_LANES), _INITIAL), np.int32)
+        # _lengths[field, slot] = token count of that field of the document (either copy)
+        self._lengths = np.zeros((_POSTED, _INITIAL), np.int32)
         self._total_lengths = [0] * len(_LANES)
+        # _stem_of[exact term id] = its stem's term id (-1: not indexed as exact): a query's
+        # stem reads the postings of the exact terms that map to it (4 bytes a term).
+        self._stem_of = np.full(_INITIAL, -1, np.int32)
         # _indexed[slot] = 1 while the slot's document is in the statistics
         self._indexed = bytearray()
         self._live = 0
@@ -223,19 +233,33 @@ class LexicalIndex:
             raise ValueError("slot already indexed")
         lanes = self._analyse(fields)
         if slot >= self._lengths.shape[1]:
-            grown = np.zeros((len(_LANES), max(2 * self._lengths.shape[1], slot + 1)), np.int32)
+            grown = np.zeros((_POSTED, max(2 * self._lengths.shape[1], slot + 1)), np.int32)
             grown[:, : self._lengths.shape[1]] = self._lengths
             self._lengths = grown
         seen: tuple[set[int], ...] = tuple(set() for _ in COPIES)
         vocab, intern = self._vocab, sys.intern
+        stems = self._analyzer.stems
         for lane, counts in enumerate(lanes):
             if not counts:
                 continue
-            tail, copy_seen = self._tails[lane], seen[_LANES[lane][0]]
+            copy_seen = seen[_LANES[lane][0]]
+            length = sum(counts.values())
+            self._total_lengths[lane] += length
+            if lane >= _POSTED:
+                # The stemmed copy: statistics only (its postings are the exact terms').
+                for term in counts:
+                    term_id = vocab.get(term)
+                    if term_id is None:
+                        term_id = vocab[intern(term)] = len(vocab)
+                    copy_seen.add(term_id)
+                continue
+            tail = self._tails[lane]
             for term, tf in counts.items():
                 term_id = vocab.get(term)
                 if term_id is None:
                     term_id = vocab[intern(term)] = len(vocab)
+                if stems and (term_id >= len(self._stem_of) or self._stem_of[term_id] < 0):
+                    self._register_stem(term, term_id)
                 pairs = tail.get(term_id)
                 if pairs is None:
                     pairs = tail[term_id] = array("i")
@@ -243,9 +267,7 @@ class LexicalIndex:
                 pairs.append(tf)
                 copy_seen.add(term_id)
             self._tail_pairs += len(counts)
-            length = sum(counts.values())
             self._lengths[lane, slot] = length
-            self._total_lengths[lane] += length
         if len(vocab) > self._df.shape[1]:
             grown = np.zeros((len(COPIES), max(2 * self._df.shape[1], len(vocab))), np.int32)
             grown[:, : self._df.shape[1]] = self._df
@@ -259,6 +281,35 @@ class LexicalIndex:
         self._live += 1
         if self._tail_pairs >= max(self._freeze_min, self._frozen_pairs // 4):
             self._freeze()
+
+    def _register_stem(self, term: str, term_id: int) -> None:
+        """Note which stem an exact term has (the first time it is indexed as exact)."""
+        stem = self._analyzer.stemmed([term])[0]
+        stem_id = self._vocab.get(stem)
+        if stem_id is None:
+            stem_id = self._vocab[sys.intern(stem)] = len(self._vocab)
+        if len(self._vocab) > len(self._stem_of):
+            grown = np.full(max(2 * len(self._stem_of), len(self._vocab)), -1, np.int32)
+            grown[: len(self._stem_of)] = self._stem_of
+            self._stem_of = grown
+        self._stem_of[term_id] = stem_id
+
+    def _postings(self, field: int, term_id: int) -> list[tuple[npt.NDArray[np.int32], npt.NDArray[np.integer]]]:
+        """The exact term's postings in ``field``: its frozen rows and its tail, each as
+        ``(slots, tfs)`` (a document is in one of them)."""
+        parts = []
+        if term_id < self._frozen_terms:
+            offsets = self._offsets[field]
+            start, end = int(offsets[term_id]), int(offsets[term_id + 1])
+            if start < end:
+                slots, tfs = self._frozen[field]
+                parts.append((slots[start:end], tfs[start:end]))
+        pairs = self._tails[field].get(term_id)
+        if pairs is not None:
+            # A copy: an exported buffer of the array would make its next append fail.
+            view = np.frombuffer(pairs, np.int32).reshape(-1, 2).copy()
+            parts.append((view[:, 0], view[:, 1]))
+        return parts
 
     def remove(self, slot: int, fields: Mapping[str, str]) -> bool:
         """Take a document out of the statistics; ``fields`` must be the ones it was added
@@ -298,32 +349,42 @@ class LexicalIndex:
         stemmed = self._analyzer.stemmed(exact)
         query_terms = (Counter(exact), Counter(stemmed))
         ids = [{term: self._vocab.get(term) for term in terms} for terms in query_terms]
+        stem_of = self._stem_of[: len(self._vocab)]
+        # Per query stem, the exact terms that stem to it (ascending term ids).
+        members: tuple[dict[str, list[int]], ...] = (
+            {term: [term_id] for term, term_id in ids[0].items() if term_id is not None},
+            {term: np.flatnonzero(stem_of == term_id).tolist() for term, term_id in ids[1].items() if term_id is not None},
+        )
         base = K1 * (1.0 - B)
         for lane, (c, f) in enumerate(_LANES):
             total = self._total_lengths[lane]
             if not total:
                 continue
-            tail, offsets, frozen, lengths = self._tails[lane], self._offsets[lane], self._frozen[lane], self._lengths[lane]
+            lengths = self._lengths[f]
             slope = K1 * B * n / total
             for term in sorted(query_terms[c]):
                 term_id = ids[c][term]
                 if term_id is None:
                     continue
                 df = int(self._df[c, term_id])
-                start = end = 0
-                if term_id < self._frozen_terms:
-                    start, end = int(offsets[term_id]), int(offsets[term_id + 1])
-                pairs = tail.get(term_id)
-                if not df or (start == end and pairs is None):
+                if not df:
+                    continue
+                lists = [parts for member in members[c][term] if (parts := self._postings(f, member))]
+                if not lists:
                     continue
                 idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
                 factor = query_terms[c][term] * idf * _LANE_WEIGHTS[lane] * (K1 + 1.0)
-                if start < end:
-                    _accumulate(acc, frozen[0][start:end], frozen[1][start:end], factor, base, slope, lengths, size)
-                if pairs is not None:
-                    view = np.frombuffer(pairs, np.int32).reshape(-1, 2)
-                    _accumulate(acc, view[:, 0], view[:, 1], factor, base, slope, lengths, size)
-                    del view  # an exported buffer would make the next append fail
+                if len(lists) == 1:
+                    # One term's postings (frozen rows, tail): each document in one part.
+                    for docs, tfs in lists[0]:
+                        _accumulate(acc, docs, tfs, factor, base, slope, lengths, size)
+                    continue
+                # Several exact terms share this stem: a document's stemmed tf is their sum.
+                docs = np.concatenate([d for parts in lists for d, _ in parts])
+                tfs = np.concatenate([t.astype(np.int64) for parts in lists for _, t in parts])
+                unique, inverse = np.unique(docs, return_inverse=True)
+                _accumulate(acc, unique, np.bincount(inverse, weights=tfs, minlength=len(unique)), factor, base,
+                            slope, lengths, size)
         return acc
 
     def freeze(self) -> None:
@@ -334,7 +395,7 @@ class LexicalIndex:
     def _freeze(self) -> None:
         """Merge the tail into the frozen tier (vectorised; the tail's slots are all newer)."""
         terms = len(self._vocab)
-        for lane in range(len(_LANES)):
+        for lane in range(_POSTED):
             old_offsets, (old_slots, old_tfs), tail = self._offsets[lane], self._frozen[lane], self._tails[lane]
             old_counts = np.zeros(terms, np.int64)
             old_counts[: self._frozen_terms] = np.diff(old_offsets)
@@ -365,7 +426,7 @@ class LexicalIndex:
                 tfs[where] = rows[:, 1]
             self._offsets[lane] = offsets.astype(np.int32)
             self._frozen[lane] = (slots, tfs)
-        self._tails = tuple({} for _ in _LANES)
+        self._tails = tuple({} for _ in range(_POSTED))
         self._frozen_terms = terms
         self._frozen_pairs += self._tail_pairs
         self._tail_pairs = 0
@@ -377,7 +438,7 @@ class LexicalIndex:
         terms = len(self._vocab)
         keep_term = (self._df[:, :terms] > 0).any(axis=0)
         kept_pairs = 0
-        for lane in range(len(_LANES)):
+        for lane in range(_POSTED):
             (slots, tfs), offsets = self._frozen[lane], self._offsets[lane]
             new_slots = remap[slots] if len(slots) else np.zeros(0, np.int64)
             keep = new_slots >= 0
@@ -390,13 +451,21 @@ class LexicalIndex:
             kept_pairs += int(keep.sum())
         new_id = np.cumsum(keep_term) - 1
         self._vocab = {term: int(new_id[term_id]) for term, term_id in self._vocab.items() if keep_term[term_id]}
+        # A kept exact term's stem is kept too (its live documents hold the stem).
+        old_stems = self._stem_of[:terms] if len(self._stem_of) >= terms else np.concatenate(
+            [self._stem_of, np.full(terms - len(self._stem_of), -1, np.int32)])
+        mapped = (old_stems >= 0) & keep_term
+        mapped[mapped] &= keep_term[old_stems[mapped]]
+        stem_of = np.full(max(_INITIAL, 2 * len(self._vocab)), -1, np.int32)
+        stem_of[new_id[mapped]] = new_id[old_stems[mapped]]
+        self._stem_of = stem_of
         df = np.zeros((len(COPIES), max(_INITIAL, 2 * len(self._vocab))), np.int32)
         df[:, : len(self._vocab)] = self._df[:, :terms][:, keep_term]
         self._df = df
         self._frozen_terms = len(self._vocab)
         self._frozen_pairs = kept_pairs
         old = self._lengths
-        lengths = np.zeros((len(_LANES), max(_INITIAL, 2 * size)), np.int32)
+        lengths = np.zeros((_POSTED, max(_INITIAL, 2 * size)), np.int32)
         live = np.flatnonzero(remap >= 0)
         lengths[:, remap[live]] = old[:, live]
         self._lengths = lengths
@@ -409,11 +478,11 @@ class LexicalIndex:
     def nbytes(self) -> int:
         """Bytes of the postings (dead ones included until a remap: the frozen columns and
         offsets exactly, the tail at its measured cost with its array objects), document
-        frequencies and length columns; not the vocabulary. O(lanes)."""
+        frequencies, length columns and the stem map; not the vocabulary. O(lanes)."""
         frozen = sum(slots.nbytes + tfs.nbytes + offsets.nbytes
                      for (slots, tfs), offsets in zip(self._frozen, self._offsets))
         return (frozen + TAIL_PAIR_BYTES * self._tail_pairs + self._df.nbytes + self._lengths.nbytes
-                + len(self._indexed))
+                + self._stem_of.nbytes + len(self._indexed))
 
 
 def _accumulate(acc: FloatArray, docs: npt.NDArray[np.int32], tfs: npt.NDArray[np.integer], factor: float,

@@ -329,3 +329,24 @@ def test_adds_after_a_freeze_land_in_the_tail_and_merge_later():
     fresh = build({f"d{i}": {"primary": f"alpha beta{i % 7} gamma{i}"} for i in range(40)})
     for query in ("alpha", "beta3 gamma17", "gamma39"):
         assert scope.search(query) == fresh.search(query)
+
+
+def test_the_stemmed_copy_is_read_from_the_exact_postings():
+    """Only the exact copy stores postings (one list per field and exact term); a stem's tf in
+    a document is the sum of its forms' exact tfs, wherever (tail or frozen) each one sits."""
+    docs = {"a": {"primary": "running runs run", "context": "runner"},
+            "b": {"primary": "runs"},
+            "c": {"primary": "ran walking", "decision": "walks walked"}}
+    scope = build(docs)
+    exact_lists = {(f, token) for fields in docs.values() for f, text in fields.items()
+                   for token in Analyzer("en").exact(text)}
+    assert scope.index.posting_lists() == len(exact_lists)
+    scope.index.freeze()
+    scope.add("d", {"primary": "run running"})  # tail forms of a stem whose others are frozen
+    docs["d"] = {"primary": "run running"}
+    for query in ("run", "running", "walk", "runs walked", "runner"):
+        got, expected = dict(scope.search(query)), reference_scores(docs, query)
+        assert got.keys() == expected.keys(), query
+        for doc_id, score in expected.items():
+            assert got[doc_id] == pytest.approx(score, rel=1e-12), (query, doc_id)
+    assert scope.search("run") == build(docs).search("run")  # bit for bit a fresh build's

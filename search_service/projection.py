@@ -208,7 +208,7 @@ class Projections:
         projection.cancel_catch_up()
         log.info("projection dropped scope=%s records=%d bytes=%d", _scope_id((tenant, workspace)),
                  len(projection.records), projection.estimate_bytes())
-        return set(projection.records)
+        return set(projection.records.copy())  # a copy in one step: a pool thread may still write
 
     def resident_bytes(self) -> int:
         return sum(p.estimate_bytes() for p in self._scopes.values())
@@ -272,58 +272,72 @@ class Projections:
         )
         return ScopeView.of(reply.policy_json, reply.head_cursor)
 
+    async def _read_batch(self, scope: common_pb2.Scope, after: int) -> "_Batch":
+        """One journal batch after ``after`` and the records it accepted (fetched, still
+        accepted ones), not yet applied."""
+        reply = await self._call(
+            self._storage.ReadJournal,
+            storage_pb2.ReadJournalRequest(scope=scope, after_cursor=str(after), limit=JOURNAL_BATCH),
+        )
+        removed: list[str] = []
+        to_fetch: dict[str, int] = {}
+        for event in reply.events:
+            if event.operation in UNPROJECTED_OPERATIONS:
+                continue  # a policy change, a reveal: no record moved
+            if event.to_state == ACCEPTED:
+                to_fetch[event.object_id] = int(event.cursor)
+            else:
+                to_fetch.pop(event.object_id, None)
+                removed.append(event.object_id)
+        fetched = await self._fetch(scope, to_fetch) if to_fetch else []
+        last = int(reply.events[-1].cursor) if reply.events else None
+        return _Batch(int(reply.head_cursor or "0"), last, removed, to_fetch, fetched)
+
     async def _catch_up(self, key: tuple[str, str], projection: ScopeProjection) -> None:
+        """Apply journal batches until the head. The next batch is read (journal and records)
+        while the current one is applied in the pool, so storage's work and this replica's
+        overlap; batches are applied in journal order, each under the scope's lock."""
         scope = common_pb2.Scope(tenant=key[0], workspace=key[1])
         started = last_report = time.monotonic()
         reported = False
         batches = 0
-        while True:
-            reply = await self._call(
-                self._storage.ReadJournal,
-                storage_pb2.ReadJournalRequest(scope=scope, after_cursor=str(projection.cursor), limit=JOURNAL_BATCH),
-            )
-            head = int(reply.head_cursor or "0")
-            removed: list[str] = []
-            to_fetch: dict[str, int] = {}
-            for event in reply.events:
-                if event.operation in UNPROJECTED_OPERATIONS:
-                    continue  # a policy change, a reveal: no record moved
-                if event.to_state == ACCEPTED:
-                    to_fetch[event.object_id] = int(event.cursor)
-                else:
-                    to_fetch.pop(event.object_id, None)
-                    removed.append(event.object_id)
-            fetched = await self._fetch(scope, to_fetch) if to_fetch else []
-            windows = await self._embed(key, projection, fetched)
-            async with projection.lock:
-                if windows is None and projection.vectors is not None:
-                    projection.semantic_off(EMBEDDING_FAILED)
-                for record_id in removed:
-                    projection.remove(record_id)
-                for i, (record, raw) in enumerate(fetched):
-                    projection.add(record, to_fetch[record["record_id"]], raw, None if windows is None else windows[i])
-                if reply.events:
-                    projection.cursor = int(reply.events[-1].cursor)
-            self._enforce_budget(key)
-            done = not reply.events or projection.cursor >= head
-            now = time.monotonic()
-            if not done and now - last_report >= self._progress_seconds:
-                last_report, reported = now, True
-                log.info("projection catch-up scope=%s cursor=%d head=%d records=%d elapsed_s=%.1f",
-                         _scope_id(key), projection.cursor, head, len(projection.records), now - started)
-            batches += 1
-            if done:
-                if batches > 1:
-                    # A build (not a search's small catch-up): keep the index in its compact form.
-                    async with projection.lock:
-                        projection.index.freeze()
-                        if projection.vectors is not None:
-                            projection.vectors.trim()
-                if reported:
-                    log.info("projection caught up scope=%s cursor=%d records=%d bytes=%d elapsed_s=%.1f",
-                             _scope_id(key), projection.cursor, len(projection.records),
-                             projection.estimate_bytes(), now - started)
-                return
+        pending: asyncio.Task[_Batch] | None = asyncio.ensure_future(self._read_batch(scope, projection.cursor))
+        try:
+            while pending is not None:
+                batch = await pending
+                more = batch.last is not None and batch.last < batch.head
+                pending = asyncio.ensure_future(self._read_batch(scope, batch.last)) if more else None
+                windows = await self._embed(key, projection, batch.fetched)
+                async with projection.lock:
+                    await self._in_pool(_apply, projection, batch, windows)
+                self._enforce_budget(key)
+                now = time.monotonic()
+                if more and now - last_report >= self._progress_seconds:
+                    last_report, reported = now, True
+                    log.info("projection catch-up scope=%s cursor=%d head=%d records=%d elapsed_s=%.1f",
+                             _scope_id(key), projection.cursor, batch.head, len(projection.records), now - started)
+                batches += 1
+            if batches > 1:
+                # A build (not a search's small catch-up): keep the index in its compact form.
+                async with projection.lock:
+                    await self._in_pool(_compact_form, projection)
+            if reported:
+                log.info("projection caught up scope=%s cursor=%d records=%d bytes=%d elapsed_s=%.1f",
+                         _scope_id(key), projection.cursor, len(projection.records),
+                         projection.estimate_bytes(), time.monotonic() - started)
+        finally:
+            if pending is not None:
+                pending.cancel()
+
+    async def _in_pool(self, fn: Any, *args: Any) -> None:
+        """Run ``fn(*args)`` in the pool and wait for it even when cancelled meanwhile: the
+        caller holds the scope's lock, which must not be released while the pool still writes."""
+        future = asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            await asyncio.wait([future])
+            raise
 
     async def _embed(self, key: tuple[str, str], projection: ScopeProjection,
                      fetched: list[tuple[dict[str, Any], bytes]]) -> list[Vectors] | None:
@@ -384,6 +398,37 @@ class Projections:
             raise error_from_rpc(exc) from None
         self.storage.ok()
         return reply
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """A journal batch read ahead: the head then, the batch's last cursor (None: no events),
+    the ids that left ``accepted_current``, the accepted ones with their cursors, and those
+    still accepted, fetched (parsed, and as sent)."""
+
+    head: int
+    last: int | None
+    removed: list[str]
+    cursors: dict[str, int]
+    fetched: list[tuple[dict[str, Any], bytes]]
+
+
+def _apply(projection: ScopeProjection, batch: _Batch, windows: list[Vectors] | None) -> None:
+    """Apply one journal batch (the caller holds the scope's lock)."""
+    if windows is None and projection.vectors is not None:
+        projection.semantic_off(EMBEDDING_FAILED)
+    for record_id in batch.removed:
+        projection.remove(record_id)
+    for i, (record, raw) in enumerate(batch.fetched):
+        projection.add(record, batch.cursors[record["record_id"]], raw, None if windows is None else windows[i])
+    if batch.last is not None:
+        projection.cursor = batch.last
+
+
+def _compact_form(projection: ScopeProjection) -> None:
+    projection.index.freeze()
+    if projection.vectors is not None:
+        projection.vectors.trim()
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:

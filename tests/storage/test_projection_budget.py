@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 
 from engram_api.common.v1 import common_pb2
@@ -115,3 +116,69 @@ async def test_the_budget_evicts_least_recently_used_scopes(storage: Storage, ca
     assert sorted((await tiny.current(a.tenant, a.workspace)).records) == sorted(a_ids)
     assert sorted((await tiny.current(c.tenant, c.workspace)).records) == sorted(c_ids)
     assert tiny.peek(a.tenant, a.workspace) is None
+
+
+class JournalClock:
+    """The storage stub, noting when each ReadJournal starts."""
+
+    def __init__(self, stub: object) -> None:
+        self._stub = stub
+        self.reads: list[float] = []
+
+    def __getattr__(self, name: str) -> object:
+        method = getattr(self._stub, name)
+        if name != "ReadJournal":
+            return method
+
+        async def noted(*args: object, **kwargs: object) -> object:
+            self.reads.append(time.monotonic())
+            return await method(*args, **kwargs)
+
+        return noted
+
+
+def slow_apply(monkeypatch, seconds: float) -> list[tuple[float, float]]:
+    """Make every batch's apply (in the pool) take ``seconds``; returns its (start, end) spans."""
+    spans: list[tuple[float, float]] = []
+    apply = projection_module._apply
+
+    def slow(*args: object) -> None:
+        start = time.monotonic()
+        time.sleep(seconds)
+        apply(*args)  # type: ignore[arg-type]
+        spans.append((start, time.monotonic()))
+
+    monkeypatch.setattr(projection_module, "_apply", slow)
+    return spans
+
+
+async def test_the_next_batch_is_read_while_one_is_applied(storage: Storage, monkeypatch) -> None:
+    who, ids = await scope_with(storage, [f"Read-ahead record {i} of the harbour log." for i in range(5)])
+    monkeypatch.setattr(projection_module, "JOURNAL_BATCH", 1)
+    spans = slow_apply(monkeypatch, 0.15)
+    clock = JournalClock(storage.stub)
+    ready = await Projections(clock, 30.0).current(who.tenant, who.workspace)  # type: ignore[arg-type]
+    assert sorted(ready.records) == sorted(ids) and len(spans) >= len(ids)
+    # Storage was asked for the next batch while the previous one was still being applied.
+    assert any(start < read < end for read in clock.reads for start, end in spans)
+
+
+async def test_a_dropped_build_keeps_its_lock_until_the_pool_is_done(storage: Storage, monkeypatch) -> None:
+    who, _ = await scope_with(storage, ["Lock record one.", "Lock record two."])
+    monkeypatch.setattr(projection_module, "JOURNAL_BATCH", 1)
+    spans = slow_apply(monkeypatch, 0.3)
+    projections = Projections(storage.stub, 30.0)
+    building = asyncio.ensure_future(projections.current(who.tenant, who.workspace))
+    while projections.peek(who.tenant, who.workspace) is None or not projections.peek(who.tenant, who.workspace).lock.locked():
+        await asyncio.sleep(0.01)
+    projection = projections.peek(who.tenant, who.workspace)
+    projections.drop(who.tenant, who.workspace)  # cancels the build mid-apply
+    async with projection.lock:  # a search holding this projection waits for the pool's write
+        acquired = time.monotonic()
+    assert spans and acquired >= spans[-1][1]
+    building.cancel()
+    await asyncio.gather(building, return_exceptions=True)
+    fresh = projections.peek(who.tenant, who.workspace)  # the search had started over on a new one
+    if fresh is not None and fresh.catching_up is not None:
+        projections.drop(who.tenant, who.workspace)
+        await asyncio.gather(fresh.catching_up, return_exceptions=True)

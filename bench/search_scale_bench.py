@@ -199,8 +199,9 @@ async def start_spies(stack: SpawnedStack, names: tuple[str, ...], out: Path,
     if not spy.exists():
         raise SystemExit("--profile needs py-spy in the environment (uv pip install py-spy)")
     duration = ["--duration", str(int(seconds))] if seconds is not None else []
+    pids = {**stack.pids(), "client": os.getpid()}  # "client": this process, the MCP host's side
     procs = [await asyncio.create_subprocess_exec(
-        str(spy), "record", "--pid", str(stack.pids()[n]), *duration, "--rate", "250",
+        str(spy), "record", "--pid", str(pids[n]), *duration, "--rate", "250",
         "--format", "raw", "--output", str(out / f"{n}.txt"), "--nonblocking",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL) for n in names]
     await asyncio.sleep(1.0)  # attached before the work starts
@@ -223,9 +224,10 @@ async def stop_spies(procs: list[asyncio.subprocess.Process], names: tuple[str, 
 
 async def profile(stack: SpawnedStack, scope: Scope, corpus: Corpus, seconds: float, out: Path) -> list[str]:
     """MCP searches at concurrency 1 for ``seconds`` while py-spy samples the gateway, search
-    and storage processes; each profile's collapsed stacks go to ``out/<name>.txt`` and the
-    top functions by inclusive share are returned."""
-    names = ("gateway", "search", "storage")
+    and storage processes and this one (the official MCP client: ``client``); each profile's
+    collapsed stacks go to ``out/<name>.txt`` and the top functions by inclusive share are
+    returned."""
+    names = ("client", "gateway", "search", "storage")
     procs = await start_spies(stack, names, out, seconds)
     host = HostFile.load(str(stack.host_file))
     calls = 0

@@ -36,7 +36,7 @@ def test_scale_bench_profiles_searches_and_the_rebuild(tmp_path: Path) -> None:
         check=True, capture_output=True, text=True, timeout=600,
     ).stdout
     assert re.search(r"^## profile: \d+ MCP searches in 3 s", out, re.M)
-    for name in ("gateway", "search", "storage"):
+    for name in ("client", "gateway", "search", "storage"):
         assert re.search(rf"^# {name}: busy samples \d+", out, re.M)
         assert (tmp_path / "20" / f"{name}.txt").exists()
     rebuild = out[out.index("## cold rebuild"):]

@@ -241,8 +241,9 @@ async def profile(stack: SpawnedStack, scope: Scope, corpus: Corpus, seconds: fl
     return lines + await stop_spies(procs, names, out, stop=False)
 
 
-# A sample whose innermost frame is one of these is a thread waiting, not working.
-IDLE_LEAVES = frozenset({"select", "poll", "wait", "_wait_for_tstate_lock", "_recv_exactly"})
+# A sample whose innermost frame is one of these is a thread waiting, not working (``_worker``:
+# a pool thread blocked on its queue).
+IDLE_LEAVES = frozenset({"select", "poll", "wait", "_wait_for_tstate_lock", "_recv_exactly", "_worker"})
 
 
 def top_functions(path: Path, count: int = 25) -> list[str]:

@@ -55,8 +55,12 @@ def is_eligible(meta: DocMeta, now_ms: int) -> bool:
 
 def recency(meta: DocMeta, now_ms: int) -> float:
     """``0.5 ** (age / 30 days)`` with ``age = max(0, now - valid_time.t)``, in (0, 1]."""
-    age_ms = max(0, now_ms - meta.valid_from_ms)
-    return 0.5 ** (age_ms / HALF_LIFE_MS)
+    return recency_from(meta.valid_from_ms, now_ms)
+
+
+def recency_from(valid_from_ms: int, now_ms: int) -> float:
+    """:func:`recency` of a record valid from ``valid_from_ms``."""
+    return 0.5 ** (max(0, now_ms - valid_from_ms) / HALF_LIFE_MS)
 
 
 def round_score(value: float) -> float:

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from search_service.doctable import DocTable
-from search_service.ranking import FUSED_WEIGHT, HALF_LIFE_MS, RECENCY_WEIGHT, RRF_K, RankedHit
+from search_service.ranking import FUSED_WEIGHT, RECENCY_WEIGHT, RRF_K, RankedHit, recency_from, round_score
 
 _SCALE = 1e12
 _FIRST_WINDOW = 64
@@ -73,7 +73,7 @@ class _Ranks:
     record_id asc); outside it (a record another channel brought) it is counted over a sort of
     the whole channel, made only then."""
 
-    __slots__ = ("hit", "slots", "values", "n", "_ids", "_ascending", "_ties", "_cut", "_top_rank")
+    __slots__ = ("hit", "slots", "values", "n", "_ids", "_ascending", "_ties", "_top_rank", "top_ids")
 
     def __init__(self, hit: BoolArray, scores: FloatArray, ids: list[str]) -> None:
         self.hit = hit
@@ -85,19 +85,20 @@ class _Ranks:
         self._ids = ids
         self._ascending: FloatArray | None = None
         self._ties: dict[float, list[str]] = {}
-        self._cut = -math.inf
         self._top_rank: dict[int, int] = {}
+        # The record ids of the last top()'s slots (in slot order), as a numpy string array.
+        self.top_ids: npt.NDArray[np.str_] = np.array([], np.str_)
 
     def top(self, window: int) -> npt.NDArray[np.int64]:
         """The slots scoring at or above the ``window``-th best score (ties included); their
         ranks are known from here on."""
         if window >= self.n:
-            chosen, self._cut = self.slots, -math.inf
+            chosen = self.slots
         else:
-            self._cut = float(np.partition(self.values, self.n - window)[self.n - window])
-            chosen = self.slots[self.values >= self._cut]
+            chosen = self.slots[self.values >= np.partition(self.values, self.n - window)[self.n - window]]
         values = self.scores_of(chosen)
-        order = np.lexsort((np.array([self._ids[s] for s in chosen.tolist()]), -values)) if len(chosen) else _NO_ORDER
+        self.top_ids = np.array([self._ids[s] for s in chosen.tolist()]) if len(chosen) else np.array([], np.str_)
+        order = np.lexsort((self.top_ids, -values)) if len(chosen) else _NO_ORDER
         self._top_rank = dict(zip(chosen[order].tolist(), range(1, len(chosen) + 1)))
         return chosen
 
@@ -158,9 +159,11 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
         # Every record in some channel's best `window`, with its exact rank in each channel
         # that lists it; a record in none is below `window` in every channel that lists it.
         tops = [channel_ranks.top(window) for channel_ranks in ranks]
-        seen = np.unique(np.concatenate(tops)) if len(tops) > 1 else np.sort(tops[0])
-        seen_list = seen.tolist()
-        seen_ids = np.array([ids[s] for s in seen_list])
+        if len(tops) == 1:
+            seen, seen_ids = tops[0], ranks[0].top_ids  # in slot order already
+        else:
+            seen = np.unique(np.concatenate(tops))
+            seen_ids = np.array([ids[s] for s in seen.tolist()])
         # The same binary64 operations, in the same order, as rank(): 0.0 + 1/(60 + r) per
         # channel (lexical first), then the roundings (elementwise IEEE-754, no fused ops).
         totals = np.zeros(len(seen))
@@ -192,8 +195,9 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
 
 
 def _fresh(now_ms: int, start: int) -> float:
-    """rank()'s recency of a record valid from ``start`` (math, as there: never numpy's pow)."""
-    return math.floor(0.5 ** (max(0, now_ms - start) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
+    """rank()'s rounded recency of a record valid from ``start`` (Python's pow, as there:
+    never numpy's)."""
+    return round_score(recency_from(start, now_ms))
 
 
 def _score(scaled: float, fresh: float) -> float:

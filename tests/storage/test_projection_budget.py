@@ -24,23 +24,48 @@ from search_service.settings import SearchSettings
 from tests.storage.helpers import Storage, Who, accepted_record, enable, rpc_code
 
 
-class SlowStorage:
-    """The storage stub with every FetchRecords held back by ``delay`` seconds."""
+class Intercepted:
+    """The real storage stub, with :meth:`before` awaited ahead of every call of ``method``."""
 
-    def __init__(self, stub: object, delay: float) -> None:
+    def __init__(self, stub: object, method: str) -> None:
         self._stub = stub
-        self.delay = delay
+        self._method = method
+
+    async def before(self) -> None:
+        pass
 
     def __getattr__(self, name: str) -> object:
         method = getattr(self._stub, name)
-        if name != "FetchRecords":
+        if name != self._method:
             return method
 
-        async def slow(*args: object, **kwargs: object) -> object:
-            await asyncio.sleep(self.delay)
+        async def intercepted(*args: object, **kwargs: object) -> object:
+            await self.before()
             return await method(*args, **kwargs)
 
-        return slow
+        return intercepted
+
+
+class SlowStorage(Intercepted):
+    """The storage stub with every FetchRecords held back by ``delay`` seconds."""
+
+    def __init__(self, stub: object, delay: float) -> None:
+        super().__init__(stub, "FetchRecords")
+        self.delay = delay
+
+    async def before(self) -> None:
+        await asyncio.sleep(self.delay)
+
+
+class JournalClock(Intercepted):
+    """The storage stub, noting when each ReadJournal starts."""
+
+    def __init__(self, stub: object) -> None:
+        super().__init__(stub, "ReadJournal")
+        self.reads: list[float] = []
+
+    async def before(self) -> None:
+        self.reads.append(time.monotonic())
 
 
 async def scope_with(storage: Storage, texts: list[str]) -> tuple[Who, list[str]]:
@@ -116,25 +141,6 @@ async def test_the_budget_evicts_least_recently_used_scopes(storage: Storage, ca
     assert sorted((await tiny.current(a.tenant, a.workspace)).records) == sorted(a_ids)
     assert sorted((await tiny.current(c.tenant, c.workspace)).records) == sorted(c_ids)
     assert tiny.peek(a.tenant, a.workspace) is None
-
-
-class JournalClock:
-    """The storage stub, noting when each ReadJournal starts."""
-
-    def __init__(self, stub: object) -> None:
-        self._stub = stub
-        self.reads: list[float] = []
-
-    def __getattr__(self, name: str) -> object:
-        method = getattr(self._stub, name)
-        if name != "ReadJournal":
-            return method
-
-        async def noted(*args: object, **kwargs: object) -> object:
-            self.reads.append(time.monotonic())
-            return await method(*args, **kwargs)
-
-        return noted
 
 
 def slow_apply(monkeypatch, seconds: float) -> list[tuple[float, float]]:

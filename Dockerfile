@@ -7,10 +7,11 @@
 #   docker build -t engram-memory:0.1.0 .
 #
 # Runs as an unprivileged numeric user with a read-only root filesystem (only /tmp, an
-# emptyDir in Kubernetes, is written). The base is pinned to an exact patch tag; bump it
-# deliberately, and pin its digest in the release pipeline
-# (--build-arg PYTHON_IMAGE=python:3.11.15-slim-bookworm@sha256:…) when bit-for-bit rebuilds
-# matter. tests/deploy/test_dockerfile.py checks these properties.
+# emptyDir in Kubernetes, is written: the search service's compiled kernels are cached under
+# NUMBA_CACHE_DIR there, compiled once per pod before it listens). The base is pinned to an
+# exact patch tag; bump it deliberately, and pin its digest in the release pipeline
+# (--build-arg PYTHON_IMAGE=python:3.11.15-slim-bookworm@sha256:…) when bit-for-bit
+# rebuilds matter. tests/deploy/test_dockerfile.py checks these properties.
 ARG PYTHON_IMAGE=python:3.11.15-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
@@ -41,7 +42,8 @@ LABEL org.opencontainers.image.title="engram-memory" \
 ENV PATH=/opt/engram/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    HOME=/tmp
+    HOME=/tmp \
+    NUMBA_CACHE_DIR=/tmp/numba-cache
 # No package installs and no build tools in this stage: remove the base image's own
 # pip/setuptools/wheel (the application lives in its own virtualenv), pre-compile the standard
 # library for the read-only root filesystem, and add the unprivileged user.

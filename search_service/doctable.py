@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from search_service import kernels
 from search_service.ranking import DocMeta
 
 OPEN = np.iinfo(np.int64).max
@@ -92,16 +93,13 @@ class DocTable:
             self._live -= 1
         return slot
 
-    def eligible(self, slots: IntArray, now_ms: int, system_as_of: int) -> npt.NDArray[np.bool_]:
-        """Per slot: live, accepted at or before the pin, valid at ``now_ms`` (closed interval
-        ``[t, t_end]``) and not expired (``expires_at > now``) — SPEC §9 eligibility."""
-        return (
-            self.alive[slots]
-            & (self.accepted_at[slots] <= system_as_of)
-            & (self.valid_from[slots] <= now_ms)
-            & (self.valid_to[slots] >= now_ms)
-            & (self.expires[slots] > now_ms)
-        )
+    def eligible(self, listed: npt.NDArray[np.bool_], now_ms: int,
+                 system_as_of: int) -> tuple[npt.NDArray[np.bool_], int]:
+        """Per slot ``< len(listed)``: listed, live, accepted at or before the pin, valid at
+        ``now_ms`` (closed interval ``[t, t_end]``) and not expired (``expires_at > now``) —
+        SPEC §9 eligibility — and how many slots are (one compiled pass)."""
+        return kernels.eligible(listed, self.alive, self.accepted_at, self.valid_from, self.valid_to, self.expires,
+                                now_ms, system_as_of)
 
     def compact(self) -> IntArray:
         """Renumber the live slots densely (order kept); returns old slot → new slot (-1 for

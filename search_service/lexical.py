@@ -6,8 +6,8 @@ numbers of the scope's :class:`~search_service.doctable.DocTable`. Each field of
 copy keeps a posting list per term (``(slot, tf)`` pairs); the stemmed copy keeps none of its
 own: one stem per token, so a field's stemmed tf of stem ``s`` is the sum of the exact tfs of
 the terms that stem to ``s`` and its length is the exact one — a query derives it from those
-terms' lists (half the postings of two stored copies). A query scores them with vectorised
-numpy arithmetic into a dense vector over the slots. The element-wise
+terms' lists (half the postings of two stored copies). A query scores them into a dense vector over the slots with one compiled
+pass per posting list (:func:`search_service.kernels.accumulate`). Its per-posting
 operations are the same IEEE-754 binary64 operations, in the same order per document, as the
 formula in docs/ranking.md, so scores are bit for bit those of a scalar implementation.
 
@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from search_service import kernels
 from search_service.analyzer import DEFAULT_LANGUAGE, Analyzer, analyzer_for
 
 FIELDS = ("primary", "decision", "evidence", "context", "citations")
@@ -306,9 +307,9 @@ class LexicalIndex:
                 parts.append((slots[start:end], tfs[start:end]))
         pairs = self._tails[field].get(term_id)
         if pairs is not None:
-            # A copy: an exported buffer of the array would make its next append fail.
-            view = np.frombuffer(pairs, np.int32).reshape(-1, 2).copy()
-            parts.append((view[:, 0], view[:, 1]))
+            # Copies: an exported buffer of the array would make its next append fail.
+            flat = np.frombuffer(pairs, np.int32)
+            parts.append((flat[0::2].copy(), flat[1::2].copy()))
         return parts
 
     def remove(self, slot: int, fields: Mapping[str, str]) -> bool:
@@ -487,9 +488,6 @@ class LexicalIndex:
 
 def _accumulate(acc: FloatArray, docs: npt.NDArray[np.int32], tfs: npt.NDArray[np.integer], factor: float,
                 base: float, slope: float, lengths: npt.NDArray[np.int32], size: int) -> None:
-    """``acc[slot] += factor * tf / (tf + base + slope * len)`` for the postings given."""
-    if docs[-1] >= size:
-        keep = docs < size
-        docs, tfs = docs[keep], tfs[keep]
-    tf = tfs.astype(np.float64)
-    acc[docs] += factor * tf / (tf + base + slope * lengths[docs])
+    """``acc[slot] += factor * tf / (tf + base + slope * len)`` for the postings given (one
+    compiled pass: :func:`search_service.kernels.accumulate`)."""
+    kernels.accumulate(acc, docs, tfs, factor, base, slope, lengths, size)

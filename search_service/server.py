@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,6 +14,7 @@ from engram_api.storage.v1 import storage_pb2_grpc
 from engram_core import logs
 from engram_core.grpc_server import RunningServer, create_server, run_until_signal
 from engram_core.transport import Transport
+from search_service import kernels
 from search_service.cursors import CursorCodec
 from search_service.embedding import Embedder, EmbeddingUnavailable
 from search_service.projection import Projections
@@ -26,6 +28,7 @@ async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], 
     transport = Transport.from_settings(settings)
     storage = transport.stub(storage_pb2_grpc.StorageServiceStub, settings.storage_addr, "storage")
     pool = ThreadPoolExecutor(max_workers=settings.search_threads, thread_name_prefix="engram-search")
+    await warm_kernels()
     embedder, semantic_off = await load_embedder(settings)
     servicer = SearchServicer(
         Projections(storage, settings.storage_rpc_seconds,
@@ -48,6 +51,13 @@ async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], 
         pool.shutdown(wait=False, cancel_futures=True)
 
     return running, close
+
+
+async def warm_kernels() -> None:
+    """Compile (or load from numba's cache) the scoring kernels before the first search."""
+    started = time.perf_counter()
+    await asyncio.get_running_loop().run_in_executor(None, kernels.warm)
+    log.info("scoring kernels ready in %.2f s", time.perf_counter() - started)
 
 
 async def load_embedder(settings: SearchSettings) -> tuple[Embedder | None, str]:

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from search_service import kernels
 from search_service.doctable import DocTable
-from search_service.ranking import FUSED_WEIGHT, RECENCY_WEIGHT, RRF_K, RankedHit, recency_from, round_score
+from search_service.ranking import FUSED_WEIGHT, RECENCY_WEIGHT, RRF_K, RankedHit, rounded_recencies
 
 _SCALE = 1e12
 _FIRST_WINDOW = 64
@@ -75,11 +76,9 @@ class _Ranks:
 
     __slots__ = ("hit", "slots", "values", "n", "_ids", "_ascending", "_ties", "_top_rank", "top_ids")
 
-    def __init__(self, hit: BoolArray, scores: FloatArray, ids: list[str]) -> None:
-        self.hit = hit
-        self.slots = np.flatnonzero(hit)
-        self.values = scores[self.slots]
-        if not np.isfinite(self.values).all():
+    def __init__(self, hits: BoolArray, eligible: BoolArray, count: int, scores: FloatArray, ids: list[str]) -> None:
+        self.hit, self.slots, self.values, finite = kernels.hits_of(hits, eligible, scores, count)
+        if not finite:
             raise ValueError("channel scores must be finite")
         self.n = len(self.slots)
         self._ids = ids
@@ -95,7 +94,7 @@ class _Ranks:
         if window >= self.n:
             chosen = self.slots
         else:
-            chosen = self.slots[self.values >= np.partition(self.values, self.n - window)[self.n - window]]
+            chosen = self.slots[self.values >= kernels.kth_largest(self.values, window)]
         values = self.scores_of(chosen)
         self.top_ids = np.array([self._ids[s] for s in chosen.tolist()]) if len(chosen) else np.array([], np.str_)
         order = np.lexsort((self.top_ids, -values)) if len(chosen) else _NO_ORDER
@@ -141,20 +140,16 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
         raise ValueError("depth must be positive")
     if not channels:
         raise ValueError("at least one channel")
-    listed = channels[0].hits.copy()
+    listed = channels[0].hits
     for channel in channels[1:]:
-        listed |= channel.hits
-    matched = np.flatnonzero(listed)
-    eligible = np.zeros(table.size, np.bool_)
-    eligible[matched[table.eligible(matched, now_ms, system_as_of)]] = True
-    n = int(eligible.sum())
+        listed = listed | channel.hits
+    eligible, n = table.eligible(listed, now_ms, system_as_of)
     if n == 0:
         return TopK((), 0, 0)
     ids = table.ids
-    ranks = [_Ranks(channel.hits & eligible, channel.scores, ids) for channel in channels]
+    ranks = [_Ranks(channel.hits, eligible, n, channel.scores, ids) for channel in channels]
     scale = (RRF_K + 1) / len(channels)
     window = max(_FIRST_WINDOW, 2 * depth)
-    fresh_of: dict[int, float] = {}
     while True:
         # Every record in some channel's best `window`, with its exact rank in each channel
         # that lists it; a record in none is below `window` in every channel that lists it.
@@ -172,9 +167,7 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
             slots = seen[listed]
             positions = channel_ranks.ranks(slots.tolist(), seen_ids[listed].tolist(), channel_ranks.scores_of(slots))
             totals[listed] += 1.0 / (RRF_K + np.array(positions, np.int64))
-        starts = table.valid_from[seen].tolist()
-        fresh = np.array([fresh_of[start] if start in fresh_of else fresh_of.setdefault(start, _fresh(now_ms, start))
-                          for start in starts], np.float64)
+        fresh = np.array(rounded_recencies(table.valid_from[seen].tolist(), now_ms), np.float64)
         fused = np.floor(np.minimum(1.0, totals * scale) * _SCALE + 0.5) / _SCALE
         score = np.floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
         order = np.lexsort((seen_ids, -fresh, -score))[:depth]
@@ -192,12 +185,6 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
             )
             return TopK(hits, n, len(seen))
         window = 4 * window
-
-
-def _fresh(now_ms: int, start: int) -> float:
-    """rank()'s rounded recency of a record valid from ``start`` (Python's pow, as there:
-    never numpy's)."""
-    return round_score(recency_from(start, now_ms))
 
 
 def _score(scaled: float, fresh: float) -> float:

@@ -1,0 +1,120 @@
+"""The search service's per-posting and per-slot loops, compiled (numba, nopython mode).
+
+Each kernel performs the same IEEE-754 binary64 operations, in the same order, as the numpy
+expression it replaces (named in its docstring): numba compiles without ``fastmath``, so LLVM
+neither reorders nor contracts them into fused multiply-adds, and the results are bit for bit
+those of numpy and of a scalar implementation (tests/search/test_kernels.py checks each
+against its numpy form). What the compiled loop saves is numpy's temporaries: one pass over a
+posting list instead of about ten.
+
+``nogil``: a search in the service's thread pool does not hold the GIL while it scores, so the
+pool's threads score on both cores. ``cache``: the machine code is written next to this file
+(or under ``NUMBA_CACHE_DIR``) and reused by the next process; :func:`warm` compiles (or loads)
+every signature the service uses, so that no search pays for it — the service calls it at
+start, before it listens.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+_JIT = {"nogil": True, "cache": True, "fastmath": False, "error_model": "numpy"}
+
+
+@numba.njit(**_JIT)
+def accumulate(acc: npt.NDArray[np.float64], docs: npt.NDArray[np.int32], tfs: npt.NDArray[np.generic],
+               factor: float, base: float, slope: float, lengths: npt.NDArray[np.int32], size: int) -> None:
+    """``acc[docs] += factor * tf / (tf + base + slope * lengths[docs])`` for the postings whose
+    slot is ``< size`` (``docs`` distinct; ``tf`` widened to binary64 first)."""
+    for i in range(docs.shape[0]):
+        doc = docs[i]
+        if doc >= size:
+            continue
+        tf = np.float64(tfs[i])
+        acc[doc] += factor * tf / (tf + base + slope * lengths[doc])
+
+
+@numba.njit(**_JIT)
+def eligible(listed: npt.NDArray[np.bool_], alive: npt.NDArray[np.bool_], accepted_at: npt.NDArray[np.int64],
+             valid_from: npt.NDArray[np.int64], valid_to: npt.NDArray[np.int64], expires: npt.NDArray[np.int64],
+             now_ms: int, system_as_of: int) -> tuple[npt.NDArray[np.bool_], int]:
+    """The loop of :meth:`search_service.doctable.DocTable.eligible` (the rule is written there)."""
+    out = np.zeros(listed.shape[0], np.bool_)
+    count = 0
+    for slot in range(listed.shape[0]):
+        if (listed[slot] and alive[slot] and accepted_at[slot] <= system_as_of and valid_from[slot] <= now_ms
+                and valid_to[slot] >= now_ms and expires[slot] > now_ms):
+            out[slot] = True
+            count += 1
+    return out, count
+
+
+@numba.njit(**_JIT)
+def hits_of(hits: npt.NDArray[np.bool_], eligible: npt.NDArray[np.bool_], scores: npt.NDArray[np.float64],
+            count: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.float64], bool]:
+    """``mask = hits & eligible``, its slots (ascending), their scores, and whether every one
+    of those is finite; ``count`` bounds how many there are (the eligible count)."""
+    mask = np.zeros(hits.shape[0], np.bool_)
+    slots = np.empty(count, np.int64)
+    values = np.empty(count, np.float64)
+    n = 0
+    finite = True
+    for slot in range(hits.shape[0]):
+        if hits[slot] and eligible[slot]:
+            mask[slot] = True
+            value = scores[slot]
+            if not np.isfinite(value):
+                finite = False
+            slots[n] = slot
+            values[n] = value
+            n += 1
+    return mask, slots[:n], values[:n], finite
+
+
+@numba.njit(**_JIT)
+def kth_largest(values: npt.NDArray[np.float64], k: int) -> float:
+    """The ``k``-th largest of ``values`` (1 <= k <= len), counting repeats (the value of
+    ``np.partition(values, len - k)[len - k]``): a min-heap of the best ``k`` seen."""
+    heap = values[:k].copy()
+    # heapify (min at the root)
+    for start in range(k // 2 - 1, -1, -1):
+        _sift_down(heap, start, k)
+    for i in range(k, values.shape[0]):
+        value = values[i]
+        if value > heap[0]:
+            heap[0] = value
+            _sift_down(heap, 0, k)
+    return heap[0]
+
+
+@numba.njit(**_JIT)
+def _sift_down(heap: npt.NDArray[np.float64], start: int, size: int) -> None:
+    position = start
+    value = heap[position]
+    while True:
+        child = 2 * position + 1
+        if child >= size:
+            break
+        if child + 1 < size and heap[child + 1] < heap[child]:
+            child += 1
+        if heap[child] >= value:
+            break
+        heap[position] = heap[child]
+        position = child
+    heap[position] = value
+
+
+def warm() -> None:
+    """Compile (or load from the cache) every signature the service calls, on tiny inputs."""
+    acc = np.zeros(4, np.float64)
+    lengths = np.ones(4, np.int32)
+    docs = np.array([0, 2], np.int32)
+    for dtype in (np.uint8, np.uint16, np.int32, np.float64):
+        accumulate(acc, docs, np.ones(2, dtype), 1.0, 0.3, 0.9, lengths, 4)
+    listed = np.ones(4, np.bool_)
+    column = np.zeros(4, np.int64)
+    mask, count = eligible(listed, listed, column, column, column, column + 1, 0, 0)
+    _, _, values, _ = hits_of(listed, mask, acc, count)
+    kth_largest(values, 1)

@@ -1,0 +1,92 @@
+"""The compiled kernels equal the numpy expressions they replace, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from search_service import kernels
+from search_service.doctable import OPEN, DocTable
+from search_service.ranking import DocMeta
+
+K1, B = 1.2, 0.75
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int32, np.float64])
+@pytest.mark.parametrize("seed", range(5))
+def test_accumulate_is_the_numpy_expression_bit_for_bit(dtype: type, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    size = 5_000
+    lengths = rng.integers(1, 400, size + 100).astype(np.int32)
+    docs = np.sort(rng.choice(size + 100, 3_000, replace=False)).astype(np.int32)  # some beyond size
+    tfs = rng.integers(1, 200, len(docs)).astype(dtype)
+    factor, base, slope = float(rng.uniform(0.1, 9)), K1 * (1.0 - B), float(rng.uniform(0.001, 0.1))
+    start = rng.uniform(0, 3, size)
+    expected = start.copy()
+    keep = docs < size
+    tf = tfs[keep].astype(np.float64)
+    expected[docs[keep]] += factor * tf / (tf + base + slope * lengths[docs[keep]])
+    got = start.copy()
+    kernels.accumulate(got, docs, tfs, factor, base, slope, lengths, size)
+    assert got.tobytes() == expected.tobytes()
+
+
+def test_eligible_is_the_rule_at_every_boundary() -> None:
+    now, pin = 1_000_000, 50
+    table = DocTable()
+    cases = [  # (valid_from, valid_to, expires, accepted_at, eligible)
+        (now, None, None, pin, True),          # valid from now, accepted at the pin
+        (now + 1, None, None, 1, False),       # not valid yet
+        (1, now, None, 1, True),               # closed interval: valid until now included
+        (1, now - 1, None, 1, False),          # ended
+        (1, None, now + 1, 1, True),           # expires after now
+        (1, None, now, 1, False),              # expires at now
+        (1, None, None, pin + 1, False),       # accepted after the pin
+        (1, None, None, 1, True),              # removed below
+        (1, None, None, 1, False),             # not listed below
+    ]
+    for i, (start, end, expires, accepted, _) in enumerate(cases):
+        table.add(DocMeta(f"mem_{i:02d}", start, end, expires), accepted)
+    table.remove("mem_07")
+    listed = np.ones(table.size, np.bool_)
+    listed[8] = False
+    mask, count = table.eligible(listed, now, pin)
+    expected = [ok for *_, ok in cases]
+    expected[7] = False
+    assert mask.tolist() == expected
+    assert count == sum(expected)
+    assert int(table.valid_to[0]) == OPEN
+
+
+def test_hits_of_lists_eligible_hits_with_their_scores_and_flags_non_finite() -> None:
+    rng = np.random.default_rng(3)
+    scores = rng.uniform(0, 5, 1_000)
+    hits, eligible = scores > 2.0, rng.random(1_000) < 0.7
+    mask, slots, values, finite = kernels.hits_of(hits, eligible, scores, int(eligible.sum()))
+    assert finite
+    assert mask.tolist() == (hits & eligible).tolist()
+    assert slots.tolist() == np.flatnonzero(hits & eligible).tolist()
+    assert values.tobytes() == scores[slots].tobytes()
+    scores[int(slots[3])] = np.inf
+    assert not kernels.hits_of(hits, eligible, scores, int(eligible.sum()))[3]
+    scores[int(slots[3])] = np.nan
+    assert not kernels.hits_of(hits, eligible, scores, int(eligible.sum()))[3]
+    scores[int(np.flatnonzero(~eligible)[0])] = np.nan  # not a hit of the channel: not looked at
+    scores[int(slots[3])] = 1.0
+    assert kernels.hits_of(hits, eligible, scores, int(eligible.sum()))[3]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kth_largest_is_numpy_partition(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3_000))
+    values = rng.integers(0, max(2, n // 10), n).astype(np.float64) / 7.0  # many ties
+    for k in sorted({1, n, int(rng.integers(1, n + 1)), min(n, 64)}):
+        assert kernels.kth_largest(values, k) == np.partition(values, n - k)[n - k]
+
+
+def test_warm_compiles_every_signature_the_service_calls() -> None:
+    kernels.warm()
+    for kernel in (kernels.accumulate, kernels.eligible, kernels.hits_of, kernels.kth_largest):
+        assert kernel.signatures, kernel
+    assert {str(sig[2].dtype) for sig in kernels.accumulate.signatures} >= {"uint8", "uint16", "int32", "float64"}

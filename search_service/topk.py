@@ -2,8 +2,8 @@
 
 A record's fused score depends only on its rank in each channel used, and falls as any of
 them grows: ``fused = round(min(1, Σ_c 1/(60 + r_c) · 61/channels))``, ``score = round(0.95·fused
-+ 0.05·recency)`` with ``recency <= 1``. Each channel's scores are sorted once (numpy), which
-gives the exact rank of any of its hits (``1 + #higher + #equal with a smaller record_id``).
++ 0.05·recency)`` with ``recency <= 1``. A hit's exact rank in a channel is ``1 + #higher +
+#equal with a smaller record_id``: a position in a sorted window, or counted over the channel.
 The candidates are the records in some channel's best ``W`` (every tie at the cut included);
 each gets its exact rank in every channel that lists it, hence its exact final score. A record
 in no channel's best ``W`` is below ``W`` in every channel that lists it, so it scores at most
@@ -71,10 +71,10 @@ class _Ranks:
     hits: ``1 + #higher + #(equal with a smaller record_id)``. Within the channel's best
     ``window`` (every tie at the cut included, so every record scoring at least as well as one
     of them is in it) a rank is the record's position in that set sorted by (score desc,
-    record_id asc); outside it (a record another channel brought) it is counted over a sort of
-    the whole channel, made only then."""
+    record_id asc); outside it (a record another channel brought) it is counted in one pass
+    over the channel's scores, made only then."""
 
-    __slots__ = ("hit", "slots", "values", "n", "_ids", "_ascending", "_ties", "_top_rank", "top_ids")
+    __slots__ = ("hit", "slots", "values", "n", "_ids", "_ties", "_top_rank", "top_ids")
 
     def __init__(self, hits: BoolArray, eligible: BoolArray, count: int, scores: FloatArray, ids: list[str]) -> None:
         self.hit, self.slots, self.values, finite = kernels.hits_of(hits, eligible, scores, count)
@@ -82,7 +82,6 @@ class _Ranks:
             raise ValueError("channel scores must be finite")
         self.n = len(self.slots)
         self._ids = ids
-        self._ascending: FloatArray | None = None
         self._ties: dict[float, list[str]] = {}
         self._top_rank: dict[int, int] = {}
         # The record ids of the last top()'s slots (in slot order), as a numpy string array.
@@ -109,24 +108,36 @@ class _Ranks:
         """The ranks of records (hits of this channel, at ``slots``) that score ``values``."""
         top = self._top_rank
         out = [top.get(slot, 0) for slot in slots]
-        if all(out):
+        missing = [k for k, rank in enumerate(out) if not rank]
+        if not missing:
             return out
-        if self._ascending is None:
-            self._ascending = np.sort(self.values)
-        ascending = self._ascending
-        for k, (record_id, value) in enumerate(zip(record_ids, values.tolist())):
-            if out[k]:
-                continue
-            hi = int(np.searchsorted(ascending, value, side="right"))
-            lo = int(np.searchsorted(ascending, value, side="left"))
-            rank = self.n - hi + 1
-            if hi - lo > 1:
-                tied = self._ties.get(value)
-                if tied is None:
-                    tied = self._ties[value] = sorted(self._ids[s] for s in self.slots[self.values == value].tolist())
-                rank += bisect_left(tied, record_id)
+        # Outside the window: #higher and #equal per distinct score asked, one compiled pass
+        # over the channel (no sort of it); the tied records' ids only for scores shared.
+        asked = values[missing]
+        wanted = np.unique(asked)
+        greater, equal = kernels.rank_counts(self.values, wanted)
+        self._tie_ids(wanted[equal > 1])
+        ties = self._ties
+        for k, position, value in zip(missing, np.searchsorted(wanted, asked).tolist(), asked.tolist()):
+            rank = int(greater[position]) + 1
+            if equal[position] > 1:
+                rank += bisect_left(ties[value], record_ids[k])
             out[k] = rank
         return out
+
+    def _tie_ids(self, shared: FloatArray) -> None:
+        """Sorted record ids of the channel's hits scoring each of ``shared`` (cached)."""
+        new = [value for value in shared.tolist() if value not in self._ties]
+        if not new:
+            return
+        ids = self._ids
+        groups: dict[float, list[str]] = {value: [] for value in new}
+        at = kernels.members(self.values, np.array(new, np.float64))
+        for value, slot in zip(self.values[at].tolist(), self.slots[at].tolist()):
+            groups[value].append(ids[slot])
+        for value, group in groups.items():
+            group.sort()
+            self._ties[value] = group
 
 
 _NO_ORDER = np.zeros(0, np.int64)

@@ -85,8 +85,42 @@ def test_kth_largest_is_numpy_partition(seed: int) -> None:
         assert kernels.kth_largest(values, k) == np.partition(values, n - k)[n - k]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_rank_counts_and_members_are_the_numpy_counts(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    # Few distinct scores (many ties), as BM25 gives, or continuous ones, as cosine gives.
+    values = (rng.integers(0, 40, 3_000) / 7.0 if seed % 2 else rng.normal(0, 1, 3_000)).astype(np.float64)
+    asked = np.concatenate([rng.choice(values, 50), [values.min(), values.max(), values.min() - 1, values.max() + 1]])
+    wanted = np.unique(asked)
+    greater, equal = kernels.rank_counts(values, wanted)
+    assert greater.tolist() == [int((values > w).sum()) for w in wanted]
+    assert equal.tolist() == [int((values == w).sum()) for w in wanted]
+    assert kernels.members(values, wanted).tolist() == np.flatnonzero(np.isin(values, wanted)).tolist()
+    assert kernels.positions(values, wanted).tolist() == np.searchsorted(wanted, values).tolist()
+    assert kernels.members(values, wanted[:0]).tolist() == []
+    assert [len(a) for a in kernels.rank_counts(values, wanted[:0])] == [0, 0]
+    empty_greater, empty_equal = kernels.rank_counts(values[:0], wanted)
+    assert empty_greater.tolist() == [0] * len(wanted) and empty_equal.tolist() == [0] * len(wanted)
+
+
+@pytest.mark.parametrize("wanted", [
+    [0.5], [-1e308, 1e308], [0.0, 5e-324, 1e-323], [1.0, 1.0 + 2**-52], [0.0] + [1e-12 * k for k in range(1, 50)] + [1e6]])
+def test_rank_counts_are_exact_for_degenerate_spans(wanted: list[float]) -> None:
+    """One entry, a span that overflows, a subnormal span, adjacent doubles, entries crowded
+    in one bucket: the buckets only narrow the search, never change its answer."""
+    ordered = np.array(wanted, np.float64)
+    values = np.concatenate([ordered, np.nextafter(ordered, -np.inf), np.nextafter(ordered, np.inf),
+                             [-np.finfo(np.float64).max, 0.0, 0.75, np.finfo(np.float64).max]])
+    greater, equal = kernels.rank_counts(values, ordered)
+    assert greater.tolist() == [int((values > w).sum()) for w in ordered]
+    assert equal.tolist() == [int((values == w).sum()) for w in ordered]
+    assert kernels.members(values, ordered).tolist() == np.flatnonzero(np.isin(values, ordered)).tolist()
+    assert kernels.positions(values, ordered).tolist() == np.searchsorted(ordered, values).tolist()
+
+
 def test_warm_compiles_every_signature_the_service_calls() -> None:
     kernels.warm()
-    for kernel in (kernels.accumulate, kernels.eligible, kernels.hits_of, kernels.kth_largest):
+    for kernel in (kernels.accumulate, kernels.eligible, kernels.hits_of, kernels.kth_largest, kernels.rank_counts,
+                   kernels.members, kernels.positions):
         assert kernel.signatures, kernel
     assert {str(sig[2].dtype) for sig in kernels.accumulate.signatures} >= {"uint8", "uint16", "int32", "float64"}

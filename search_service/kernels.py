@@ -107,11 +107,12 @@ def _sift_down(heap: npt.NDArray[np.float64], start: int, size: int) -> None:
 
 
 @numba.njit(**_JIT)
-def rank_counts(values: npt.NDArray[np.float64],
-                wanted: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def rank_counts(values: npt.NDArray[np.float64], wanted: npt.NDArray[np.float64]
+                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Per value ``w`` of ``wanted`` (ascending, distinct, finite): how many ``values`` are
     greater than ``w`` and how many equal it (``(values > w).sum()``, ``(values == w).sum()``),
-    in one pass over ``values`` (no sort of them; see :func:`positions`)."""
+    in one pass over ``values`` (no sort of them), and each value's :func:`positions` (for
+    :func:`members`)."""
     m = wanted.shape[0]
     above = np.zeros(m + 1, np.int64)  # above[i]: values with exactly i entries of wanted below
     equal = np.zeros(m, np.int64)
@@ -126,19 +127,21 @@ def rank_counts(values: npt.NDArray[np.float64],
     for j in range(m - 1, -1, -1):
         running += above[j + 1]
         greater[j] = running
-    return greater, equal
+    return greater, equal, at
 
 
 @numba.njit(**_JIT)
-def members(values: npt.NDArray[np.float64], wanted: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """The positions (ascending) of the ``values`` equal to one of ``wanted`` (ascending,
-    distinct, finite): ``np.flatnonzero(np.isin(values, wanted))``."""
-    at = positions(values, wanted)
+def members(values: npt.NDArray[np.float64], wanted: npt.NDArray[np.float64], at: npt.NDArray[np.int64],
+            chosen: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """The indices (ascending) of the ``values`` equal to a ``chosen`` entry of ``wanted``
+    (ascending, distinct, finite), given their ``at = positions(values, wanted)``:
+    ``np.flatnonzero(np.isin(values, wanted[chosen]))``."""
     out = np.empty(values.shape[0], np.int64)
     n = 0
     m = wanted.shape[0]
     for i in range(values.shape[0]):
-        if at[i] < m and wanted[at[i]] == values[i]:
+        position = at[i]
+        if position < m and chosen[position] and wanted[position] == values[i]:
             out[n] = i
             n += 1
     return out[:n]
@@ -203,6 +206,5 @@ def warm() -> None:
     mask, count = eligible(listed, listed, column, column, column, column + 1, 0, 0)
     _, _, values, _ = hits_of(listed, mask, acc, count)
     kth_largest(values, 1)
-    greater, _ = rank_counts(values, values[:1])
-    members(values, values[:1])
-    positions(values, values[:1])
+    _, equal, at = rank_counts(values, values[:1])
+    members(values, values[:1], at, equal > 1)

@@ -115,9 +115,14 @@ class _Ranks:
         # over the channel (no sort of it); the tied records' ids only for scores shared.
         asked = values[missing]
         wanted = np.unique(asked)
-        greater, equal = kernels.rank_counts(self.values, wanted)
-        self._tie_ids(wanted[equal > 1])
+        greater, equal, at = kernels.rank_counts(self.values, wanted)
+        shared = equal > 1
         ties = self._ties
+        if shared.any():
+            for position in np.flatnonzero(shared).tolist():  # cached from a narrower window
+                if float(wanted[position]) in ties:
+                    shared[position] = False
+            self._tie_ids(kernels.members(self.values, wanted, at, shared))
         for k, position, value in zip(missing, np.searchsorted(wanted, asked).tolist(), asked.tolist()):
             rank = int(greater[position]) + 1
             if equal[position] > 1:
@@ -125,19 +130,17 @@ class _Ranks:
             out[k] = rank
         return out
 
-    def _tie_ids(self, shared: FloatArray) -> None:
-        """Sorted record ids of the channel's hits scoring each of ``shared`` (cached)."""
-        new = [value for value in shared.tolist() if value not in self._ties]
-        if not new:
-            return
-        ids = self._ids
-        groups: dict[float, list[str]] = {value: [] for value in new}
-        at = kernels.members(self.values, np.array(new, np.float64))
-        for value, slot in zip(self.values[at].tolist(), self.slots[at].tolist()):
-            groups[value].append(ids[slot])
-        for value, group in groups.items():
-            group.sort()
-            self._ties[value] = group
+    def _tie_ids(self, tied: npt.NDArray[np.int64]) -> None:
+        """Cache the sorted record ids of the hits at ``tied`` (indices into ``values``) per
+        score."""
+        ids, ties = self._ids, self._ties
+        for value, slot in zip(self.values[tied].tolist(), self.slots[tied].tolist()):
+            group = ties.get(value)
+            if group is None:
+                group = ties[value] = []
+            group.append(ids[slot])
+        for value in set(self.values[tied].tolist()):
+            ties[value].sort()
 
 
 _NO_ORDER = np.zeros(0, np.int64)

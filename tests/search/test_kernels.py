@@ -92,14 +92,16 @@ def test_rank_counts_and_members_are_the_numpy_counts(seed: int) -> None:
     values = (rng.integers(0, 40, 3_000) / 7.0 if seed % 2 else rng.normal(0, 1, 3_000)).astype(np.float64)
     asked = np.concatenate([rng.choice(values, 50), [values.min(), values.max(), values.min() - 1, values.max() + 1]])
     wanted = np.unique(asked)
-    greater, equal = kernels.rank_counts(values, wanted)
+    greater, equal, at = kernels.rank_counts(values, wanted)
     assert greater.tolist() == [int((values > w).sum()) for w in wanted]
     assert equal.tolist() == [int((values == w).sum()) for w in wanted]
-    assert kernels.members(values, wanted).tolist() == np.flatnonzero(np.isin(values, wanted)).tolist()
-    assert kernels.positions(values, wanted).tolist() == np.searchsorted(wanted, values).tolist()
-    assert kernels.members(values, wanted[:0]).tolist() == []
-    assert [len(a) for a in kernels.rank_counts(values, wanted[:0])] == [0, 0]
-    empty_greater, empty_equal = kernels.rank_counts(values[:0], wanted)
+    assert at.tolist() == np.searchsorted(wanted, values).tolist()
+    chosen = rng.random(len(wanted)) < 0.5
+    assert kernels.members(values, wanted, at, chosen).tolist() == np.flatnonzero(
+        np.isin(values, wanted[chosen])).tolist()
+    assert kernels.members(values, wanted, at, np.zeros(len(wanted), np.bool_)).tolist() == []
+    assert [len(a) for a in kernels.rank_counts(values, wanted[:0])] == [0, 0, len(values)]
+    empty_greater, empty_equal, _ = kernels.rank_counts(values[:0], wanted)
     assert empty_greater.tolist() == [0] * len(wanted) and empty_equal.tolist() == [0] * len(wanted)
 
 
@@ -111,11 +113,12 @@ def test_rank_counts_are_exact_for_degenerate_spans(wanted: list[float]) -> None
     ordered = np.array(wanted, np.float64)
     values = np.concatenate([ordered, np.nextafter(ordered, -np.inf), np.nextafter(ordered, np.inf),
                              [-np.finfo(np.float64).max, 0.0, 0.75, np.finfo(np.float64).max]])
-    greater, equal = kernels.rank_counts(values, ordered)
+    greater, equal, at = kernels.rank_counts(values, ordered)
     assert greater.tolist() == [int((values > w).sum()) for w in ordered]
     assert equal.tolist() == [int((values == w).sum()) for w in ordered]
-    assert kernels.members(values, ordered).tolist() == np.flatnonzero(np.isin(values, ordered)).tolist()
-    assert kernels.positions(values, ordered).tolist() == np.searchsorted(ordered, values).tolist()
+    assert at.tolist() == np.searchsorted(ordered, values).tolist()
+    every = np.ones(len(ordered), np.bool_)
+    assert kernels.members(values, ordered, at, every).tolist() == np.flatnonzero(np.isin(values, ordered)).tolist()
 
 
 def test_warm_compiles_every_signature_the_service_calls() -> None:

@@ -123,7 +123,9 @@ def test_rank_counts_are_exact_for_degenerate_spans(wanted: list[float]) -> None
 
 def test_warm_compiles_every_signature_the_service_calls() -> None:
     kernels.warm()
+    # (positions is compiled into rank_counts; loaded from numba's cache, its own dispatcher
+    # lists no signature, and the service never calls it directly)
     for kernel in (kernels.accumulate, kernels.eligible, kernels.hits_of, kernels.kth_largest, kernels.rank_counts,
-                   kernels.members, kernels.positions):
+                   kernels.members):
         assert kernel.signatures, kernel
     assert {str(sig[2].dtype) for sig in kernels.accumulate.signatures} >= {"uint8", "uint16", "int32", "float64"}

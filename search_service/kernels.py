@@ -194,6 +194,7 @@ def positions(values: npt.NDArray[np.float64], wanted: npt.NDArray[np.float64]) 
         out[i] = lo
     return out
 
+
 def warm() -> None:
     """Compile (or load from the cache) every signature the service calls, on tiny inputs."""
     acc = np.zeros(4, np.float64)

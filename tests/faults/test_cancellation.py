@@ -181,8 +181,16 @@ async def test_cancelled_captures_are_applied_wholly_or_not_at_all(owned_stack: 
             # so that some are interrupted and some complete.
             await anyio.sleep(rng.uniform(0.01, 0.025))
             await raw.cancel(sent)
-            first = await raw.answer(sent, timeout=30)
-            answered = "cancelled" if cancelled(first) else envelope(first)["output"]["value"]["status"]
+            try:
+                first: dict[str, Any] | None = await raw.answer(sent, timeout=10)
+            except TimeoutError:
+                # A cancel that lands before the context is verified goes unanswered (documented;
+                # on a loaded machine 10 ms can still be before it): then nothing was applied.
+                first = None
+            if first is None:
+                answered = "unanswered"
+            else:
+                answered = "cancelled" if cancelled(first) else envelope(first)["output"]["value"]["status"]
             status, candidate = await capture_then_retry(retry, args)
             # Applied once or not at all: never two capture events for one key.
             assert capture_events(stack, candidate) == 1
@@ -191,7 +199,7 @@ async def test_cancelled_captures_are_applied_wholly_or_not_at_all(owned_stack: 
             outcomes[f"{answered}->{status}"] = outcomes.get(f"{answered}->{status}", 0) + 1
         await raw.silent(0.5)
     assert set(outcomes) <= {"cancelled->committed_pending", "cancelled->duplicate_exact",
-                             "committed_pending->duplicate_exact"}, outcomes
+                             "committed_pending->duplicate_exact", "unanswered->committed_pending"}, outcomes
     print("cancelled captures over stdio:", outcomes)
 
 

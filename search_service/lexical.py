@@ -378,13 +378,13 @@ class LexicalIndex:
                 if len(lists) == 1:
                     # One term's postings (frozen rows, tail): each document in one part.
                     for docs, tfs in lists[0]:
-                        _accumulate(acc, docs, tfs, factor, base, slope, lengths, size)
+                        kernels.accumulate(acc, docs, tfs, factor, base, slope, lengths, size)
                     continue
                 # Several exact terms share this stem: a document's stemmed tf is their sum.
                 docs = np.concatenate([d for parts in lists for d, _ in parts])
                 tfs = np.concatenate([t.astype(np.int64) for parts in lists for _, t in parts])
                 unique, inverse = np.unique(docs, return_inverse=True)
-                _accumulate(acc, unique, np.bincount(inverse, weights=tfs, minlength=len(unique)), factor, base,
+                kernels.accumulate(acc, unique, np.bincount(inverse, weights=tfs, minlength=len(unique)), factor, base,
                             slope, lengths, size)
         return acc
 
@@ -484,10 +484,3 @@ class LexicalIndex:
                      for (slots, tfs), offsets in zip(self._frozen, self._offsets))
         return (frozen + TAIL_PAIR_BYTES * self._tail_pairs + self._df.nbytes + self._lengths.nbytes
                 + self._stem_of.nbytes + len(self._indexed))
-
-
-def _accumulate(acc: FloatArray, docs: npt.NDArray[np.int32], tfs: npt.NDArray[np.integer], factor: float,
-                base: float, slope: float, lengths: npt.NDArray[np.int32], size: int) -> None:
-    """``acc[slot] += factor * tf / (tf + base + slope * len)`` for the postings given (one
-    compiled pass: :func:`search_service.kernels.accumulate`)."""
-    kernels.accumulate(acc, docs, tfs, factor, base, slope, lengths, size)

@@ -63,13 +63,6 @@ def recency_from(valid_from_ms: int, now_ms: int) -> float:
     return 0.5 ** (max(0, now_ms - valid_from_ms) / HALF_LIFE_MS)
 
 
-def rounded_recencies(starts: list[int], now_ms: int) -> list[float]:
-    """``round_score(recency_from(start, now_ms))`` of each start, in one comprehension (the
-    same operations inlined: top-k computes it for every candidate of every search)."""
-    floor, scale, half_life = math.floor, _SCALE, HALF_LIFE_MS
-    return [floor(0.5 ** (max(0, now_ms - start) / half_life) * scale + 0.5) / scale for start in starts]
-
-
 def round_score(value: float) -> float:
     """Quantise a value in [0, 1] to 12 decimals: ``floor(value * 1e12 + 0.5) / 1e12``.
 

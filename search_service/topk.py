@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from search_service import kernels
 from search_service.doctable import DocTable
-from search_service.ranking import FUSED_WEIGHT, RECENCY_WEIGHT, RRF_K, RankedHit, rounded_recencies
+from search_service.ranking import FUSED_WEIGHT, RECENCY_WEIGHT, RRF_K, RankedHit, recency_from, round_score
 
 _SCALE = 1e12
 _FIRST_WINDOW = 64
@@ -114,7 +114,7 @@ class _Ranks:
         # Outside the window: #higher and #equal per distinct score asked, one compiled pass
         # over the channel (no sort of it); the tied records' ids only for scores shared.
         asked = values[missing]
-        wanted = np.unique(asked)
+        wanted, which = np.unique(asked, return_inverse=True)
         greater, equal, at = kernels.rank_counts(self.values, wanted)
         shared = equal > 1
         ties = self._ties
@@ -123,7 +123,7 @@ class _Ranks:
                 if float(wanted[position]) in ties:
                     shared[position] = False
             self._tie_ids(kernels.members(self.values, wanted, at, shared))
-        for k, position, value in zip(missing, np.searchsorted(wanted, asked).tolist(), asked.tolist()):
+        for k, position, value in zip(missing, which.tolist(), asked.tolist()):
             rank = int(greater[position]) + 1
             if equal[position] > 1:
                 rank += bisect_left(ties[value], record_ids[k])
@@ -134,12 +134,13 @@ class _Ranks:
         """Cache the sorted record ids of the hits at ``tied`` (indices into ``values``) per
         score."""
         ids, ties = self._ids, self._ties
-        for value, slot in zip(self.values[tied].tolist(), self.slots[tied].tolist()):
+        scores = self.values[tied].tolist()
+        for value, slot in zip(scores, self.slots[tied].tolist()):
             group = ties.get(value)
             if group is None:
                 group = ties[value] = []
             group.append(ids[slot])
-        for value in set(self.values[tied].tolist()):
+        for value in set(scores):
             ties[value].sort()
 
 
@@ -181,7 +182,8 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
             slots = seen[listed]
             positions = channel_ranks.ranks(slots.tolist(), seen_ids[listed].tolist(), channel_ranks.scores_of(slots))
             totals[listed] += 1.0 / (RRF_K + np.array(positions, np.int64))
-        fresh = np.array(rounded_recencies(table.valid_from[seen].tolist(), now_ms), np.float64)
+        fresh = np.array([round_score(recency_from(start, now_ms)) for start in table.valid_from[seen].tolist()],
+                         np.float64)
         fused = np.floor(np.minimum(1.0, totals * scale) * _SCALE + 0.5) / _SCALE
         score = np.floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
         order = np.lexsort((seen_ids, -fresh, -score))[:depth]

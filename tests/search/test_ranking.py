@@ -13,9 +13,7 @@ from search_service.ranking import (
     profile_config,
     rank,
     recency,
-    recency_from,
     round_score,
-    rounded_recencies,
 )
 from search_service.topk import Channel, top_k
 
@@ -235,9 +233,3 @@ def test_quality_sanity_relevant_record_first():
     for query, expected in cases.items():
         hits = top_k([Channel.lexical(projection.scores(query))], projection.table, NOW, 1, 10).hits
         assert hits and hits[0].record_id == expected, query
-
-
-def test_rounded_recencies_are_round_score_of_recency_from() -> None:
-    starts = [NOW, NOW + 1, NOW - 1, NOW - HALF_LIFE_MS, NOW - 3 * DAY_MS - 17, NOW - 400 * DAY_MS, 0]
-    starts += [NOW - k * 7_919_999 for k in range(500)]
-    assert rounded_recencies(starts, NOW) == [round_score(recency_from(start, NOW)) for start in starts]

@@ -37,8 +37,10 @@ GRANTS: dict[str, tuple[str, ...]] = {
     # The agent-facing calls it forwards for a verified host context.
     "gateway": (*(_STORAGE + m for m in ("Capture", "Withdraw", "Forget", "GetRecord", "GetScopePolicy")),
                 _SEARCH + "Search", _ADMISSION + "RequestAdmission"),
-    # The journal and the records it projects, and the scope policy with its head cursor.
-    "search": (_STORAGE + "ReadJournal", _STORAGE + "FetchRecords", _STORAGE + "GetScopePolicy"),
+    # The journal and the records it projects, the vectors it embedded for them, and the scope
+    # policy with its head cursor.
+    "search": (_STORAGE + "ReadJournal", _STORAGE + "FetchRecords", _STORAGE + "StoreVectors",
+               _STORAGE + "GetScopePolicy"),
     # Opening a candidate's admission request.
     "admission": (_STORAGE + "BeginAdmission",),
     # Deciding admission, key destruction, projection invalidation, the expiry sweep.

@@ -75,8 +75,15 @@ class WrappedKey:
 def seal(plaintext: bytes, aad: bytes) -> tuple[bytes, SealedBlob]:
     """Encrypt with a fresh data key; returns ``(data_key, blob)``."""
     data_key = AESGCM.generate_key(bit_length=256)
+    return data_key, seal_with(data_key, plaintext, aad)
+
+
+def seal_with(data_key: bytes, plaintext: bytes, aad: bytes) -> SealedBlob:
+    """Encrypt under an existing data key (a fresh random nonce each time): what is derived
+    from an object (its vectors) is sealed under the object's own key, so destroying that one
+    key erases both."""
     nonce = os.urandom(NONCE_BYTES)
-    return data_key, SealedBlob(nonce, AESGCM(data_key).encrypt(nonce, plaintext, aad))
+    return SealedBlob(nonce, AESGCM(data_key).encrypt(nonce, plaintext, aad))
 
 
 def open_sealed(data_key: bytes, blob: SealedBlob, aad: bytes) -> bytes:

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from engram_core.digests import digest
+
 log = logging.getLogger("engram.search")
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
@@ -42,6 +44,20 @@ BATCH_WINDOWS = 32
 BATCH_PIECES = 1024  # padded word pieces of one batch (windows × the longest of them)
 
 Vectors = npt.NDArray[np.float32]
+# How window vectors travel to and from storage: float32 little-endian, row after row.
+WIRE_DTYPE = np.dtype("<f4")
+
+
+def to_wire(vectors: Vectors) -> bytes:
+    return np.ascontiguousarray(vectors, WIRE_DTYPE).tobytes()
+
+
+def from_wire(data: bytes) -> Vectors | None:
+    """Window vectors as stored (None when the bytes are not whole rows of the model's width)."""
+    row = DIMENSIONS * WIRE_DTYPE.itemsize
+    if not data or len(data) % row:
+        return None
+    return np.frombuffer(data, WIRE_DTYPE).reshape(-1, DIMENSIONS).astype(np.float32, copy=False)
 
 
 class EmbeddingUnavailable(Exception):
@@ -117,6 +133,7 @@ class Embedder:
             "dimensions": DIMENSIONS, "window_pieces": WINDOW_PIECES, "window_stride": WINDOW_STRIDE,
             "pooling": "attention-masked mean of last_hidden_state, L2-normalised, float32",
         }
+        self._vector_model = digest("rank", {"vectors": dict(self._config)})
 
     @classmethod
     def load(cls, threads: int = 1) -> "Embedder":
@@ -126,6 +143,12 @@ class Embedder:
         except EmbeddingUnavailable as exc:
             raise _refused(exc.reason) from None
         return cls(model, tokenizer, threads=threads)
+
+    @property
+    def vector_model(self) -> str:
+        """The digest of :meth:`config`: what stored vectors are filed under in storage (vectors
+        of another model, tokenizer, window rule or pooling are never reused)."""
+        return self._vector_model
 
     def session_config(self, key: str) -> str:
         """A session configuration entry of the loaded model (what onnxruntime runs with)."""

@@ -31,7 +31,7 @@ from engram_core.policy import UNPROJECTED_OPERATIONS, ScopePolicy
 from engram_core.timefmt import parse_instant
 from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.doctable import DocTable
-from search_service.embedding import Embedder, Vectors
+from search_service.embedding import Embedder, Vectors, from_wire, to_wire
 from search_service.lexical import FloatArray, LexicalIndex, fields_of
 from search_service.ranking import DocMeta
 from search_service.semantic import VectorIndex, record_text
@@ -50,6 +50,8 @@ log = logging.getLogger("engram.search")
 
 
 COMPACT_MIN_DEAD = 1024
+# Bytes of vectors per StoreVectors call (well below the 16 MiB message limit).
+STORE_VECTORS_BYTES = 4 * 1024 * 1024
 EMBEDDING_FAILED = "embedding failed on a record"
 
 
@@ -195,6 +197,7 @@ class Projections:
         self._scopes: OrderedDict[tuple[str, str], ScopeProjection] = OrderedDict()
         self.evictions = 0
         self.storage = Dependency("storage", log)
+        self._storing: set[asyncio.Future[None]] = set()
 
     def peek(self, tenant: str, workspace: str) -> ScopeProjection | None:
         return self._scopes.get((tenant, workspace))
@@ -272,9 +275,9 @@ class Projections:
         )
         return ScopeView.of(reply.policy_json, reply.head_cursor)
 
-    async def _read_batch(self, scope: common_pb2.Scope, after: int) -> "_Batch":
+    async def _read_batch(self, scope: common_pb2.Scope, after: int, vector_model: str = "") -> "_Batch":
         """One journal batch after ``after`` and the records it accepted (fetched, still
-        accepted ones), not yet applied."""
+        accepted ones, with their stored vectors of ``vector_model``), not yet applied."""
         reply = await self._call(
             self._storage.ReadJournal,
             storage_pb2.ReadJournalRequest(scope=scope, after_cursor=str(after), limit=JOURNAL_BATCH),
@@ -289,9 +292,9 @@ class Projections:
             else:
                 to_fetch.pop(event.object_id, None)
                 removed.append(event.object_id)
-        fetched = await self._fetch(scope, to_fetch) if to_fetch else []
+        fetched, stored = await self._fetch(scope, to_fetch, vector_model) if to_fetch else ([], {})
         last = int(reply.events[-1].cursor) if reply.events else None
-        return _Batch(int(reply.head_cursor or "0"), last, removed, to_fetch, fetched)
+        return _Batch(int(reply.head_cursor or "0"), last, removed, to_fetch, fetched, stored)
 
     async def _catch_up(self, key: tuple[str, str], projection: ScopeProjection) -> None:
         """Apply journal batches until the head. The next batch is read (journal and records)
@@ -301,13 +304,14 @@ class Projections:
         started = last_report = time.monotonic()
         reported = False
         batches = 0
-        pending: asyncio.Task[_Batch] | None = asyncio.ensure_future(self._read_batch(scope, projection.cursor))
+        model = self._embedder.vector_model if self._embedder is not None and projection.vectors is not None else ""
+        pending: asyncio.Task[_Batch] | None = asyncio.ensure_future(self._read_batch(scope, projection.cursor, model))
         try:
             while pending is not None:
                 batch = await pending
                 more = batch.last is not None and batch.last < batch.head
-                pending = asyncio.ensure_future(self._read_batch(scope, batch.last)) if more else None
-                windows = await self._embed(key, projection, batch.fetched)
+                pending = asyncio.ensure_future(self._read_batch(scope, batch.last, model)) if more else None
+                windows = await self._embed(key, projection, batch.fetched, batch.stored)
                 async with projection.lock:
                     await self._in_pool(_apply, projection, batch, windows)
                 self._enforce_budget(key)
@@ -340,19 +344,57 @@ class Projections:
             raise
 
     async def _embed(self, key: tuple[str, str], projection: ScopeProjection,
-                     fetched: list[tuple[dict[str, Any], bytes]]) -> list[Vectors] | None:
-        """The window vectors of ``fetched`` (embedded off the event loop, batched), or None
-        when the channel is off for the scope or the model failed on this batch."""
+                     fetched: list[tuple[dict[str, Any], bytes]], stored: dict[str, Vectors]) -> list[Vectors] | None:
+        """The window vectors of ``fetched``: those ``stored`` in storage for this model, the
+        rest embedded off the event loop (batched) and handed to storage for every later build
+        (:meth:`_keep`); None when the channel is off for the scope or the model failed on this
+        batch."""
         if self._embedder is None or projection.vectors is None:
             return None
-        if not fetched:
-            return []
-        texts = [record_text(record) for record, _ in fetched]
+        missing = [i for i, (record, _) in enumerate(fetched) if record["record_id"] not in stored]
+        computed: list[Vectors] = []
+        if missing:
+            texts = [record_text(fetched[i][0]) for i in missing]
+            try:
+                computed = await asyncio.get_running_loop().run_in_executor(self._pool, self._embedder.embed_many, texts)
+            except Exception as exc:  # noqa: BLE001 - any model failure turns the channel off, never the scope
+                log.error("semantic channel off scope=%s: %s (%s)", _scope_id(key), EMBEDDING_FAILED, type(exc).__name__)
+                return None
+            self._keep(key, self._embedder.vector_model,
+                       [(fetched[i][0]["record_id"], vectors) for i, vectors in zip(missing, computed)])
+        by_position = dict(zip(missing, computed))
+        return [by_position[i] if i in by_position else stored[record["record_id"]]
+                for i, (record, _) in enumerate(fetched)]
+
+    def _keep(self, key: tuple[str, str], model: str, items: list[tuple[str, Vectors]]) -> None:
+        """Hand freshly embedded vectors to storage in the background (a search never waits for
+        it; a failure only means the next build embeds them again)."""
+        task = asyncio.ensure_future(self._store_vectors(key, model, items))
+        self._storing.add(task)
+        task.add_done_callback(self._storing.discard)
+
+    async def _store_vectors(self, key: tuple[str, str], model: str, items: list[tuple[str, Vectors]]) -> None:
+        scope = common_pb2.Scope(tenant=key[0], workspace=key[1])
+        request = storage_pb2.StoreVectorsRequest(scope=scope, vector_model=model)
+        size = 0
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, self._embedder.embed_many, texts)
-        except Exception as exc:  # noqa: BLE001 - any model failure turns the channel off, never the scope
-            log.error("semantic channel off scope=%s: %s (%s)", _scope_id(key), EMBEDDING_FAILED, type(exc).__name__)
-            return None
+            for record_id, vectors in items:
+                data = to_wire(vectors)
+                if request.items and size + len(data) > STORE_VECTORS_BYTES:
+                    await self._call(self._storage.StoreVectors, request)
+                    request = storage_pb2.StoreVectorsRequest(scope=scope, vector_model=model)
+                    size = 0
+                request.items.add(record_id=record_id, vectors=data)
+                size += len(data)
+            if request.items:
+                await self._call(self._storage.StoreVectors, request)
+        except EngramError as exc:
+            log.warning("vectors not stored scope=%s: %s", _scope_id(key), exc.code.value)
+
+    async def vectors_kept(self) -> None:
+        """Wait for the vectors being handed to storage (tests, shutdown)."""
+        while self._storing:
+            await asyncio.wait(set(self._storing))
 
     def _enforce_budget(self, serving: tuple[str, str]) -> None:
         resident = self.resident_bytes()
@@ -372,23 +414,30 @@ class Projections:
             log.warning("projection over budget scope=%s bytes=%d budget_bytes=%d",
                         _scope_id(serving), resident, self._budget)
 
-    async def _fetch(self, scope: common_pb2.Scope, ids: dict[str, int]) -> list[tuple[dict[str, Any], bytes]]:
-        """Fetch ``ids`` (still accepted ones, parsed and as sent); storage answers at most
-        4 MiB per reply and defers the rest, which is asked for again until none is left."""
+    async def _fetch(self, scope: common_pb2.Scope, ids: dict[str, int],
+                     vector_model: str = "") -> tuple[list[tuple[dict[str, Any], bytes]], dict[str, Vectors]]:
+        """Fetch ``ids`` (still accepted ones, parsed and as sent) and the vectors storage holds
+        for them under ``vector_model``, by record id; storage answers at most 4 MiB per reply
+        and defers the rest, which is asked for again until none is left."""
         wanted = list(ids)
         fetched: list[tuple[dict[str, Any], bytes]] = []
+        stored: dict[str, Vectors] = {}
         while wanted:
             reply = await self._call(
-                self._storage.FetchRecords, storage_pb2.FetchRecordsRequest(scope=scope, record_ids=wanted)
+                self._storage.FetchRecords,
+                storage_pb2.FetchRecordsRequest(scope=scope, record_ids=wanted, vector_model=vector_model),
             )
             for item in reply.records:
                 if item.state == ACCEPTED and item.record_json:
                     fetched.append((json.loads(item.record_json), item.record_json))
+                    vectors = from_wire(item.vectors) if item.vectors else None
+                    if vectors is not None:
+                        stored[item.record_id] = vectors
             deferred = list(reply.deferred_ids)
             if len(deferred) >= len(wanted):
                 raise EngramError(Code.PROJECTION_STALE)  # no progress: never loop forever
             wanted = deferred
-        return fetched
+        return fetched, stored
 
     async def _call(self, method: Any, request: Any) -> Any:
         try:
@@ -403,14 +452,16 @@ class Projections:
 @dataclass(frozen=True)
 class _Batch:
     """A journal batch read ahead: the head then, the batch's last cursor (None: no events),
-    the ids that left ``accepted_current``, the accepted ones with their cursors, and those
-    still accepted, fetched (parsed, and as sent)."""
+    the ids that left ``accepted_current``, the accepted ones with their cursors, those
+    still accepted, fetched (parsed, and as sent), and their stored vectors."""
 
     head: int
     last: int | None
     removed: list[str]
     cursors: dict[str, int]
     fetched: list[tuple[dict[str, Any], bytes]]
+    # Window vectors storage held for fetched records (semantic channel on), by record id.
+    stored: dict[str, Vectors] = field(default_factory=dict)
 
 
 def _apply(projection: ScopeProjection, batch: _Batch, windows: list[Vectors] | None) -> None:

@@ -19,20 +19,22 @@ from storage_service.lifecycle import ACCEPTED_CURRENT
 from storage_service.records import eligible_now, stored_projection
 from storage_service.store import Scope, find_by_ids
 from storage_service.vault import RECORD
+from storage_service.vectors import RecordVectors, check_model
 
 MAX_FETCH = 1000
 MAX_JOURNAL_BATCH = 1000
-# Bytes of record JSON in one FetchRecords reply (well below the 16 MiB gRPC message limit):
+# Bytes of record JSON and vectors in one FetchRecords reply (well below the 16 MiB gRPC message limit):
 # the ids beyond it are answered as deferred, and the caller asks for them again.
 MAX_FETCH_REPLY_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class Fetched:
-    """``records``: ``(record_id, state, canonical record JSON or b"")`` per found id of the
-    scope (content only for ``accepted_current``); ``deferred``: ids left for the next call."""
+    """``records``: ``(record_id, state, canonical record JSON or b"", stored vectors or b"")``
+    per found id of the scope (content and vectors only for ``accepted_current``);
+    ``deferred``: ids left for the next call."""
 
-    records: list[tuple[str, str, bytes]]
+    records: list[tuple[str, str, bytes, bytes]]
     deferred: list[str]
 
 
@@ -51,6 +53,7 @@ def _projected(content: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
 class Reads:
     def __init__(self, deps: Deps) -> None:
         self._d = deps
+        self._vectors = RecordVectors(deps)
 
     async def _open(self, scope: Scope, doc: dict[str, Any]) -> dict[str, Any]:
         content = json.loads(await self._d.vault.open(scope, doc["_id"], RECORD, doc.get("blob") or {}))
@@ -65,16 +68,22 @@ class Reads:
             raise EngramError(Code.NOT_FOUND)
         return ReadRecord(await self._open(scope, doc), now, head)
 
-    async def fetch(self, scope: Scope, record_ids: list[str], max_bytes: int = MAX_FETCH_REPLY_BYTES) -> Fetched:
+    async def fetch(self, scope: Scope, record_ids: list[str], max_bytes: int = MAX_FETCH_REPLY_BYTES,
+                    vector_model: str = "") -> Fetched:
         """The records of ``record_ids`` in request order, up to ``max_bytes`` of record JSON
-        (at least one record per reply); the records, then their data keys, each read by id in
-        a few queries (:func:`~storage_service.store.find_by_ids`), never one per record."""
+        and vectors (at least one record per reply); the records, their data keys and (with
+        ``vector_model``) their stored vectors, each read by id in a few queries
+        (:func:`~storage_service.store.find_by_ids`), never one per record."""
         if len(record_ids) > MAX_FETCH:
             raise EngramError(Code.INVALID_SCHEMA)
+        if vector_model:
+            check_model(vector_model)
         docs = await find_by_ids(self._d.store.records, list(record_ids), {"scope": scope.key})
         accepted = [rid for rid in record_ids if rid in docs and docs[rid]["state"] == ACCEPTED_CURRENT]
         keys = await self._d.vault.key_docs(scope, accepted)
-        out: list[tuple[str, str, bytes]] = []
+        data_keys = {rid: self._d.vault.data_key(scope, rid, RECORD, keys.get(rid)) for rid in accepted}
+        vectors = await self._vectors.opened(scope, vector_model, data_keys) if vector_model else {}
+        out: list[tuple[str, str, bytes, bytes]] = []
         size = 0
         for position, rid in enumerate(record_ids):
             doc = docs.get(rid)
@@ -82,13 +91,13 @@ class Reads:
                 continue
             body = b""
             if doc["state"] == ACCEPTED_CURRENT:
-                plaintext = self._d.vault.open_with_key(scope, rid, RECORD, doc.get("blob") or {}, keys.get(rid))
-                content = json.loads(plaintext)
-                body = canonicalize(_projected(content, doc))
-            if out and size + len(body) > max_bytes:
+                plaintext = self._d.vault.open_derived(scope, rid, RECORD, doc.get("blob") or {}, data_keys[rid])
+                body = canonicalize(_projected(json.loads(plaintext), doc))
+            stored = vectors.get(rid, b"")
+            if out and size + len(body) + len(stored) > max_bytes:
                 return Fetched(out, list(record_ids[position:]))
-            out.append((rid, doc["state"], body))
-            size += len(body)
+            out.append((rid, doc["state"], body, stored))
+            size += len(body) + len(stored)
         return Fetched(out, [])
 
     async def journal(self, scope: Scope, after: int, limit: int) -> tuple[list[dict[str, Any]], int]:

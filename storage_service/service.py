@@ -26,6 +26,7 @@ from storage_service.mutations import Mutations
 from storage_service.reads import Reads
 from storage_service.store import Scope
 from storage_service.sweeper import MAX_SWEEP, Sweeper
+from storage_service.vectors import RecordVectors, VectorItem
 
 _CURSOR_RE = re.compile(r"^(0|[1-9][0-9]{0,18})\Z")
 SURFACE_RE = re.compile(r"^[a-z_]{1,64}\Z")
@@ -67,6 +68,7 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
         self._mutations = Mutations(deps)
         self._admissions = Admissions(deps)
         self._reads = Reads(deps)
+        self._vectors = RecordVectors(deps)
         self._sweeper = Sweeper(deps)
 
     @rpc_boundary
@@ -175,12 +177,19 @@ class StorageServicer(storage_pb2_grpc.StorageServiceServicer):
 
     @rpc_boundary
     async def FetchRecords(self, request: storage_pb2.FetchRecordsRequest, context: grpc.aio.ServicerContext) -> storage_pb2.FetchRecordsResponse:
-        found = await self._reads.fetch(scope_of(request.scope), list(request.record_ids))
+        found = await self._reads.fetch(scope_of(request.scope), list(request.record_ids),
+                                        vector_model=request.vector_model)
         return storage_pb2.FetchRecordsResponse(
-            records=[storage_pb2.IndexableRecord(record_id=rid, state=state, record_json=body)
-                     for rid, state, body in found.records],
+            records=[storage_pb2.IndexableRecord(record_id=rid, state=state, record_json=body, vectors=vectors)
+                     for rid, state, body, vectors in found.records],
             deferred_ids=found.deferred,
         )
+
+    @rpc_boundary
+    async def StoreVectors(self, request: storage_pb2.StoreVectorsRequest, context: grpc.aio.ServicerContext) -> storage_pb2.StoreVectorsResponse:
+        items = [VectorItem(item.record_id, item.vectors) for item in request.items]
+        stored = await self._vectors.store(scope_of(request.scope), request.vector_model, items)
+        return storage_pb2.StoreVectorsResponse(stored=stored)
 
     async def _outbox_row(self, outbox_id: str) -> dict[str, Any]:
         row = await outbox.get(self._d.store, outbox_id)

@@ -12,6 +12,7 @@ Collections (every scoped document carries ``scope`` = the scope digest, never r
 | ``candidates`` | encrypted pending candidates, their state and recorded decision |
 | ``records`` | encrypted records, their lifecycle state and expiry (``expires_ms`` while sweepable) |
 | ``data_keys`` | one wrapped data key per candidate/record; destroyed on erasure |
+| ``vectors`` | a record's semantic-channel window vectors, sealed under the record's data key (a cache: storage_service.vectors) |
 | ``ledger`` | the idempotency ledger (TTL-expired after the retention) |
 | ``outbox`` | effects to publish to Celery (key destruction, projection invalidation) |
 | ``forgotten`` | keyed HMACs of tombstoned payload digests (never content) |
@@ -52,6 +53,8 @@ DURABLE = WriteConcern("majority", j=True)
 # Not shorter: a loaded SecantusDB can take a second or two to answer a heartbeat.
 HEARTBEAT_MS = 2000
 CONNECT_TIMEOUT_MS = 5000
+# Writes of what can be computed again (storage_service.vectors): lost on a crash, never wrong.
+CACHE_WRITES = WriteConcern(w=1, j=False)
 TRANSACTIONS = TransactionOptions(read_concern=ReadConcern("majority"), write_concern=DURABLE)
 
 
@@ -118,6 +121,8 @@ class Store:
         self.candidates = self.db.candidates
         self.records = self.db.records
         self.data_keys = self.db.data_keys
+        # A cache of derived data (re-embedded when lost): acknowledged without the journal fsync.
+        self.vectors = self.db.get_collection("vectors", write_concern=CACHE_WRITES)
         self.ledger = self.db.ledger
         self.outbox = self.db.outbox
         self.forgotten = self.db.forgotten

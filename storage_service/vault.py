@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from engram_core.crypto import CryptoError, KeyProvider, SealedBlob, WrappedKey, aad_for, open_sealed, seal
+from engram_core.crypto import CryptoError, KeyProvider, SealedBlob, WrappedKey, aad_for, open_sealed, seal, seal_with
 from engram_core.digests import with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.timefmt import format_instant, now_ms
@@ -50,20 +50,37 @@ class Vault:
         one per object)."""
         return await find_by_ids(self._store.data_keys, object_ids, {"scope": scope.key})
 
-    def open_with_key(self, scope: Scope, object_id: str, kind: str, blob_doc: dict[str, Any],
-                      key_doc: dict[str, Any] | None) -> bytes:
-        """Decrypt with a key document read beforehand (see :meth:`key_docs`)."""
-        return self._open_with(scope, object_id, kind, blob_doc, key_doc)
-
     def _open_with(self, scope: Scope, object_id: str, kind: str, blob_doc: dict[str, Any],
                    key_doc: dict[str, Any] | None) -> bytes:
-        if key_doc is None or "wrapped" not in key_doc or not blob_doc:
+        if not blob_doc:
             raise EngramError(Code.BLOB_MISSING)
-        aad = aad_for(scope.tenant, scope.workspace, object_id, kind)
+        return self.open_derived(scope, object_id, kind, blob_doc, self.data_key(scope, object_id, kind, key_doc))
+
+    def data_key(self, scope: Scope, object_id: str, kind: str, key_doc: dict[str, Any] | None) -> bytes:
+        """The object's unwrapped data key (kept in memory only for the call that needs it);
+        BLOB_MISSING when it was destroyed or does not unwrap."""
+        if key_doc is None or "wrapped" not in key_doc:
+            raise EngramError(Code.BLOB_MISSING)
         try:
-            data_key = self._keys.unwrap(scope.tenant, WrappedKey.from_doc(key_doc["wrapped"]), aad)
-            return open_sealed(data_key, SealedBlob.from_doc(blob_doc), aad)
+            return self._keys.unwrap(scope.tenant, WrappedKey.from_doc(key_doc["wrapped"]),
+                                     aad_for(scope.tenant, scope.workspace, object_id, kind))
         except CryptoError:
+            raise EngramError(Code.BLOB_MISSING) from None
+
+    @staticmethod
+    def seal_derived(scope: Scope, object_id: str, data_key: bytes, kind: str, plaintext: bytes) -> dict[str, Any]:
+        """Seal what was derived from an object (``kind``: e.g. its vectors) under the object's
+        own data key, so the key's destruction erases it with the object."""
+        return seal_with(data_key, plaintext, aad_for(scope.tenant, scope.workspace, object_id, kind)).to_doc()
+
+    @staticmethod
+    def open_derived(scope: Scope, object_id: str, kind: str, blob_doc: dict[str, Any], data_key: bytes) -> bytes:
+        """Open a blob sealed under ``data_key`` with the AAD of ``kind``; BLOB_MISSING when it
+        does not open (another key, another kind or object, altered)."""
+        try:
+            return open_sealed(data_key, SealedBlob.from_doc(blob_doc), aad_for(scope.tenant, scope.workspace,
+                                                                                 object_id, kind))
+        except (CryptoError, KeyError, TypeError):
             raise EngramError(Code.BLOB_MISSING) from None
 
     async def destroy(self, object_id: str, scope_key: str, session: Session | None = None) -> str:
@@ -94,6 +111,9 @@ class Vault:
                                                  "destroyed_at": receipt["destroyed_at"]}},
             session=session,
         )
+        if key_doc["kind"] == RECORD:
+            # What was sealed under the record's key is unreadable now; its documents go too.
+            await self._store.vectors.delete_one({"_id": object_id}, session=session)
         if done.matched_count == 0:  # a concurrent destruction won: report its receipt
             again = await self._store.data_keys.find_one({"_id": object_id}, {"receipt_digest": 1}, session=session)
             return str(again["receipt_digest"])

@@ -182,22 +182,50 @@ class ReadJournalResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[JournalEvent, _Mapping]]] = ..., head_cursor: _Optional[str] = ...) -> None: ...
 
 class FetchRecordsRequest(_message.Message):
-    __slots__ = ("scope", "record_ids")
+    __slots__ = ("scope", "record_ids", "vector_model")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     RECORD_IDS_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_MODEL_FIELD_NUMBER: _ClassVar[int]
     scope: _common_pb2.Scope
     record_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., record_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    vector_model: str
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., record_ids: _Optional[_Iterable[str]] = ..., vector_model: _Optional[str] = ...) -> None: ...
 
 class IndexableRecord(_message.Message):
-    __slots__ = ("record_id", "state", "record_json")
+    __slots__ = ("record_id", "state", "record_json", "vectors")
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
     record_id: str
     state: str
     record_json: bytes
-    def __init__(self, record_id: _Optional[str] = ..., state: _Optional[str] = ..., record_json: _Optional[bytes] = ...) -> None: ...
+    vectors: bytes
+    def __init__(self, record_id: _Optional[str] = ..., state: _Optional[str] = ..., record_json: _Optional[bytes] = ..., vectors: _Optional[bytes] = ...) -> None: ...
+
+class RecordVectors(_message.Message):
+    __slots__ = ("record_id", "vectors")
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
+    record_id: str
+    vectors: bytes
+    def __init__(self, record_id: _Optional[str] = ..., vectors: _Optional[bytes] = ...) -> None: ...
+
+class StoreVectorsRequest(_message.Message):
+    __slots__ = ("scope", "vector_model", "items")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_MODEL_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.Scope
+    vector_model: str
+    items: _containers.RepeatedCompositeFieldContainer[RecordVectors]
+    def __init__(self, scope: _Optional[_Union[_common_pb2.Scope, _Mapping]] = ..., vector_model: _Optional[str] = ..., items: _Optional[_Iterable[_Union[RecordVectors, _Mapping]]] = ...) -> None: ...
+
+class StoreVectorsResponse(_message.Message):
+    __slots__ = ("stored",)
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    stored: int
+    def __init__(self, stored: _Optional[int] = ...) -> None: ...
 
 class FetchRecordsResponse(_message.Message):
     __slots__ = ("records", "deferred_ids")

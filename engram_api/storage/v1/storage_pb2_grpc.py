@@ -84,6 +84,11 @@ class StorageServiceStub:
                 request_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.FetchRecordsRequest.SerializeToString,
                 response_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.FetchRecordsResponse.FromString,
                 _registered_method=True)
+        self.StoreVectors = channel.unary_unary(
+                '/engram.storage.v1.StorageService/StoreVectors',
+                request_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.StoreVectorsRequest.SerializeToString,
+                response_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.StoreVectorsResponse.FromString,
+                _registered_method=True)
         self.DestroyKey = channel.unary_unary(
                 '/engram.storage.v1.StorageService/DestroyKey',
                 request_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.DestroyKeyRequest.SerializeToString,
@@ -175,6 +180,14 @@ class StorageServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StoreVectors(self, request, context):
+        """The semantic channel's window vectors of accepted records, sealed under each record's own
+        data key (so erasure covers them): embedded once, by the first replica that needs them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DestroyKey(self, request, context):
         """Erasure and outbox effects (called by the worker).
         """
@@ -255,6 +268,11 @@ def add_StorageServiceServicer_to_server(servicer, server):
                     servicer.FetchRecords,
                     request_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.FetchRecordsRequest.FromString,
                     response_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.FetchRecordsResponse.SerializeToString,
+            ),
+            'StoreVectors': grpc.unary_unary_rpc_method_handler(
+                    servicer.StoreVectors,
+                    request_deserializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.StoreVectorsRequest.FromString,
+                    response_serializer=engram__api_dot_storage_dot_v1_dot_storage__pb2.StoreVectorsResponse.SerializeToString,
             ),
             'DestroyKey': grpc.unary_unary_rpc_method_handler(
                     servicer.DestroyKey,
@@ -547,6 +565,33 @@ class StorageService:
             '/engram.storage.v1.StorageService/FetchRecords',
             engram__api_dot_storage_dot_v1_dot_storage__pb2.FetchRecordsRequest.SerializeToString,
             engram__api_dot_storage_dot_v1_dot_storage__pb2.FetchRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StoreVectors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.storage.v1.StorageService/StoreVectors',
+            engram__api_dot_storage_dot_v1_dot_storage__pb2.StoreVectorsRequest.SerializeToString,
+            engram__api_dot_storage_dot_v1_dot_storage__pb2.StoreVectorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -263,6 +263,12 @@ def top_functions(path: Path, count: int = 25) -> list[str]:
     return [f"busy samples {busy}"] + [f"{100 * v / max(busy, 1):5.1f}% {k}" for k, v in ranked]
 
 
+def semantic_channel() -> str:
+    """The search service's semantic channel as this environment sets it for ``engram up``."""
+    on = os.environ.get("ENGRAM_SEMANTIC_CHANNEL", "true").strip().lower() not in ("false", "0", "no", "off")
+    return "on" if on else "off (ENGRAM_SEMANTIC_CHANNEL)"
+
+
 async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     state = stack.state()
     gateway = StackState.load(stack.state_dir).transport("gateway")  # the benchmark calls as the gateway does
@@ -279,7 +285,8 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     rss_empty = rss_mib(search_pid)
     print(f"# search scale bench: {versions()}")
     print(f"# data: sizes={opts.sizes} queries={opts.queries} load_concurrency={opts.load_concurrency} "
-          f"texts=12-50 Zipf words of 20k, queries=2-4 Zipf words, page limit 10, one search replica")
+          f"texts=12-50 Zipf words of 20k, queries=2-4 Zipf words, page limit 10, one search replica, "
+          f"semantic channel {semantic_channel()}")
     print(f"# search process RSS empty: {rss_empty:.1f} MiB")
     for size in opts.sizes:
         rate = await load(main_scope, corpus, size - main_scope.records, opts.load_concurrency, storage, admission,

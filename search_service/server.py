@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
@@ -21,6 +22,9 @@ from search_service.projection import Projections
 from search_service.service import SEMANTIC_DISABLED, SearchServicer
 from search_service.settings import SearchSettings
 
+# Seconds a stopping replica waits for the vectors it is still handing to storage.
+VECTORS_FLUSH_SECONDS = 2.0
+
 log = logging.getLogger("engram.search")
 
 
@@ -30,10 +34,11 @@ async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], 
     pool = ThreadPoolExecutor(max_workers=settings.search_threads, thread_name_prefix="engram-search")
     await warm_kernels()
     embedder, semantic_off = await load_embedder(settings)
+    projections = Projections(storage, settings.storage_rpc_seconds,
+                              budget_bytes=settings.projection_budget_bytes,
+                              progress_seconds=settings.projection_progress_seconds, embedder=embedder, pool=pool)
     servicer = SearchServicer(
-        Projections(storage, settings.storage_rpc_seconds,
-                    budget_bytes=settings.projection_budget_bytes,
-                    progress_seconds=settings.projection_progress_seconds, embedder=embedder, pool=pool),
+        projections,
         CursorCodec(settings.cursor_key.encode("utf-8"), ttl_ms=settings.cursor_ttl_seconds * 1000),
         pinned_hits=settings.pinned_hits,
         pool=pool,
@@ -47,6 +52,9 @@ async def create(settings: SearchSettings) -> tuple[RunningServer, Callable[[], 
     servicer.replica_id = settings.replica_id or f"{socket.gethostname()}:{running.port}"
 
     async def close() -> None:
+        # Vectors still on their way to storage get a moment (else a later build embeds them again).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(projections.vectors_kept(), VECTORS_FLUSH_SECONDS)
         await storage.channel.close()
         pool.shutdown(wait=False, cancel_futures=True)
 

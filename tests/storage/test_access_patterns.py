@@ -170,10 +170,21 @@ async def admit_once(storage: Storage, who: Who, candidate_id: str) -> str:
     return str(json.loads(done.outcome_json)["record_id"])
 
 
+# Stored window vectors (storage_service.vectors): one 384-float window a record.
+VECTOR_MODEL = "sha256:" + "ab" * 32
+WINDOW = b"\0" * (384 * 4)
+
+
+def store_vectors(who: Who, record_id: str) -> storage_pb2.StoreVectorsRequest:
+    return storage_pb2.StoreVectorsRequest(scope=who.scope, vector_model=VECTOR_MODEL, items=[
+        storage_pb2.RecordVectors(record_id=record_id, vectors=WINDOW)])
+
+
 async def fill(storage: Storage, who: Who, upto: int, have: int) -> None:
     for i in range(have, upto):
         cap = await capture(storage, who, text=f"Fill memory {i}: the ledger keeps its answers.")
-        await admit_once(storage, who, cap["candidate_id"])
+        record_id = await admit_once(storage, who, cap["candidate_id"])
+        await storage.stub.StoreVectors(store_vectors(who, record_id))
 
 
 async def outbox_id(storage: Storage, task: str, object_id: str) -> str:
@@ -200,6 +211,9 @@ async def measure(storage: Storage, counter: Any, relay: Relay, who: Who) -> dic
     done = await step("commit_decision", lambda: stub.CommitDecision(storage_pb2.CommitDecisionRequest(
         request_id=begun.request_id, decision="accept", reason="policy", trust="asserted")))
     record_id = json.loads(done.outcome_json)["record_id"]
+    await step("store_vectors", lambda: stub.StoreVectors(store_vectors(who, record_id)))
+    await step("fetch_with_vectors", lambda: stub.FetchRecords(storage_pb2.FetchRecordsRequest(
+        scope=who.scope, record_ids=[record_id], vector_model=VECTOR_MODEL)))
     await step("get", lambda: stub.GetRecord(storage_pb2.GetRecordRequest(caller=who.caller, record_id=record_id)))
     await step("journal_page", lambda: stub.ReadJournal(storage_pb2.ReadJournalRequest(
         scope=who.scope, after_cursor="3", limit=5)))

@@ -18,7 +18,9 @@ OPEN = np.iinfo(np.int64).max
 """Stands for an absent ``valid_time.t_end`` / ``retention.expires_at``."""
 
 _INITIAL = 1024
-_COLUMNS = ("valid_from", "valid_to", "expires", "accepted_at", "alive", "sizes")
+_COLUMNS = ("valid_from", "valid_to", "expires", "accepted_at", "alive", "sizes", "keys")
+# Record ids are 56 ASCII bytes (SPEC §3); a longer one widens the column.
+_KEY_DTYPE = np.dtype("S56")
 
 IntArray = npt.NDArray[np.int64]
 
@@ -27,7 +29,7 @@ class DocTable:
     """Slot ↔ record id, the eligibility columns and the snapshot column. Not thread-safe."""
 
     __slots__ = ("_slots", "ids", "_size", "_live", "valid_from", "valid_to", "expires", "accepted_at", "alive",
-                 "sizes")
+                 "sizes", "keys")
 
     def __init__(self) -> None:
         self._slots: dict[str, int] = {}
@@ -41,6 +43,9 @@ class DocTable:
         self.alive = np.zeros(_INITIAL, np.bool_)
         # Bytes of the record's JSON as the projection received it (memory accounting).
         self.sizes = np.zeros(_INITIAL, np.int32)
+        # Each slot's record id as UTF-8 bytes: compares as the ids do (UTF-8 byte order is code
+        # point order; ids hold no NUL), so ties break by record_id in numpy, not in Python.
+        self.keys = np.zeros(_INITIAL, _KEY_DTYPE)
 
     def __len__(self) -> int:
         """Live records."""
@@ -79,6 +84,10 @@ class DocTable:
         self.accepted_at[slot] = accepted_at
         self.alive[slot] = True
         self.sizes[slot] = size
+        key = meta.record_id.encode("utf-8")
+        if len(key) > self.keys.dtype.itemsize:
+            self.keys = self.keys.astype(f"S{len(key)}")
+        self.keys[slot] = key
         self.ids.append(meta.record_id)
         self._slots[meta.record_id] = slot
         self._size += 1

@@ -20,7 +20,6 @@ equal on random corpora with one and two channels in tests/search/test_topk.py).
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +34,8 @@ _FIRST_WINDOW = 64
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+KeyArray = npt.NDArray[np.bytes_]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,78 +73,89 @@ class _Ranks:
     ``window`` (every tie at the cut included, so every record scoring at least as well as one
     of them is in it) a rank is the record's position in that set sorted by (score desc,
     record_id asc); outside it (a record another channel brought) it is counted in one pass
-    over the channel's scores, made only then."""
+    over the channel's scores, made only then. Record ids are compared as the table's UTF-8
+    ``keys`` (the same order), all in numpy."""
 
-    __slots__ = ("hit", "slots", "values", "n", "_ids", "_ties", "_top_rank", "top_ids")
+    __slots__ = ("hit", "slots", "values", "n", "_keys", "_window_slots", "_window_ranks", "top_keys")
 
-    def __init__(self, hits: BoolArray, eligible: BoolArray, count: int, scores: FloatArray, ids: list[str]) -> None:
+    def __init__(self, hits: BoolArray, eligible: BoolArray, count: int, scores: FloatArray, keys: KeyArray) -> None:
         self.hit, self.slots, self.values, finite = kernels.hits_of(hits, eligible, scores, count)
         if not finite:
             raise ValueError("channel scores must be finite")
         self.n = len(self.slots)
-        self._ids = ids
-        self._ties: dict[float, list[str]] = {}
-        self._top_rank: dict[int, int] = {}
-        # The record ids of the last top()'s slots (in slot order), as a numpy string array.
-        self.top_ids: npt.NDArray[np.str_] = np.array([], np.str_)
+        self._keys = keys
+        # The last top()'s slots (ascending) and their ranks.
+        self._window_slots: IntArray = _NO_ORDER
+        self._window_ranks: IntArray = _NO_ORDER
+        # The keys of the last top()'s slots (in slot order).
+        self.top_keys: KeyArray = keys[:0]
 
-    def top(self, window: int) -> npt.NDArray[np.int64]:
-        """The slots scoring at or above the ``window``-th best score (ties included); their
-        ranks are known from here on."""
+    def top(self, window: int) -> IntArray:
+        """The slots scoring at or above the ``window``-th best score (ties included), in slot
+        order; their ranks are known from here on."""
         if window >= self.n:
             chosen = self.slots
         else:
             chosen = self.slots[self.values >= kernels.kth_largest(self.values, window)]
-        values = self.scores_of(chosen)
-        self.top_ids = np.array([self._ids[s] for s in chosen.tolist()]) if len(chosen) else np.array([], np.str_)
-        order = np.lexsort((self.top_ids, -values)) if len(chosen) else _NO_ORDER
-        self._top_rank = dict(zip(chosen[order].tolist(), range(1, len(chosen) + 1)))
+        keys = self._keys[chosen]
+        order = np.lexsort((keys, -self.scores_of(chosen)))
+        ranks = np.empty(len(chosen), np.int64)
+        ranks[order] = np.arange(1, len(chosen) + 1, dtype=np.int64)
+        self._window_slots, self._window_ranks, self.top_keys = chosen, ranks, keys
         return chosen
 
-    def scores_of(self, slots: npt.NDArray[np.int64]) -> FloatArray:
+    def scores_of(self, slots: IntArray) -> FloatArray:
         """The channel's scores of ``slots`` (hits of the channel; ``self.slots`` is sorted)."""
         return self.values[np.searchsorted(self.slots, slots)]
 
-    def ranks(self, slots: list[int], record_ids: list[str], values: FloatArray) -> list[int]:
-        """The ranks of records (hits of this channel, at ``slots``) that score ``values``."""
-        top = self._top_rank
-        out = [top.get(slot, 0) for slot in slots]
-        missing = [k for k, rank in enumerate(out) if not rank]
-        if not missing:
+    def ranks(self, slots: IntArray, keys: KeyArray, values: FloatArray) -> IntArray:
+        """The ranks of records (hits of this channel, at ``slots``, with record-id ``keys``)
+        that score ``values``."""
+        out = np.zeros(len(slots), np.int64)
+        window = self._window_slots
+        if len(window):
+            at_window = np.minimum(np.searchsorted(window, slots), len(window) - 1)
+            inside = window[at_window] == slots
+            out[inside] = self._window_ranks[at_window[inside]]
+            missing = np.flatnonzero(~inside)
+        else:
+            missing = np.arange(len(slots))
+        if not len(missing):
             return out
         # Outside the window: #higher and #equal per distinct score asked, one compiled pass
-        # over the channel (no sort of it); the tied records' ids only for scores shared.
-        asked = values[missing]
-        wanted, which = np.unique(asked, return_inverse=True)
+        # over the channel (no sort of it); the tied records' keys only for scores shared.
+        wanted, which = np.unique(values[missing], return_inverse=True)
         greater, equal, at = kernels.rank_counts(self.values, wanted)
+        out[missing] = greater[which] + 1
         shared = equal > 1
-        ties = self._ties
-        if shared.any():
-            for position in np.flatnonzero(shared).tolist():  # cached from a narrower window
-                if float(wanted[position]) in ties:
-                    shared[position] = False
-            self._tie_ids(kernels.members(self.values, wanted, at, shared))
-        for k, position, value in zip(missing, which.tolist(), asked.tolist()):
-            rank = int(greater[position]) + 1
-            if equal[position] > 1:
-                rank += bisect_left(ties[value], record_ids[k])
-            out[k] = rank
+        if not shared.any():
+            return out
+        # + #(equal with a smaller record_id), per shared score: its hits' keys (one compiled
+        # pass finds them) compared with the asking records' keys. No sort of the ties: a
+        # long tie is compared with the few records that ask, a sort only when both are many.
+        members = kernels.members(self.values, wanted, at, shared)
+        member_groups = at[members]
+        by_member = np.argsort(member_groups, kind="stable")
+        members, member_groups = members[by_member], member_groups[by_member]
+        tied = missing[shared[which]]
+        groups = which[shared[which]]
+        by_group = np.argsort(groups, kind="stable")
+        tied, groups = tied[by_group], groups[by_group]
+        starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+        lo = np.searchsorted(member_groups, groups[starts], side="left")
+        hi = np.searchsorted(member_groups, groups[starts], side="right")
+        for a, b, m0, m1 in zip(starts.tolist(), np.r_[starts[1:], len(groups)].tolist(), lo.tolist(), hi.tolist()):
+            asking = keys[tied[a:b]]
+            tie_keys = self._keys[self.slots[members[m0:m1]]]
+            if len(tie_keys) * len(asking) <= _BROADCAST_LIMIT:
+                out[tied[a:b]] += (tie_keys[None, :] < asking[:, None]).sum(axis=1)
+            else:
+                out[tied[a:b]] += np.searchsorted(np.sort(tie_keys), asking, side="left")
         return out
 
-    def _tie_ids(self, tied: npt.NDArray[np.int64]) -> None:
-        """Cache the sorted record ids of the hits at ``tied`` (indices into ``values``) per
-        score."""
-        ids, ties = self._ids, self._ties
-        scores = self.values[tied].tolist()
-        for value, slot in zip(scores, self.slots[tied].tolist()):
-            group = ties.get(value)
-            if group is None:
-                group = ties[value] = []
-            group.append(ids[slot])
-        for value in set(scores):
-            ties[value].sort()
 
-
+# Key comparisons one tie may make at once (a bool matrix of this many entries).
+_BROADCAST_LIMIT = 1 << 20
 _NO_ORDER = np.zeros(0, np.int64)
 
 
@@ -161,8 +173,8 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
     eligible, n = table.eligible(listed, now_ms, system_as_of)
     if n == 0:
         return TopK((), 0, 0)
-    ids = table.ids
-    ranks = [_Ranks(channel.hits, eligible, n, channel.scores, ids) for channel in channels]
+    ids, keys = table.ids, table.keys
+    ranks = [_Ranks(channel.hits, eligible, n, channel.scores, keys) for channel in channels]
     scale = (RRF_K + 1) / len(channels)
     window = max(_FIRST_WINDOW, 2 * depth)
     while True:
@@ -170,23 +182,23 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
         # that lists it; a record in none is below `window` in every channel that lists it.
         tops = [channel_ranks.top(window) for channel_ranks in ranks]
         if len(tops) == 1:
-            seen, seen_ids = tops[0], ranks[0].top_ids  # in slot order already
+            seen, seen_keys = tops[0], ranks[0].top_keys  # in slot order already
         else:
             seen = np.unique(np.concatenate(tops))
-            seen_ids = np.array([ids[s] for s in seen.tolist()])
+            seen_keys = keys[seen]
         # The same binary64 operations, in the same order, as rank(): 0.0 + 1/(60 + r) per
         # channel (lexical first), then the roundings (elementwise IEEE-754, no fused ops).
         totals = np.zeros(len(seen))
         for channel_ranks in ranks:
             listed = np.flatnonzero(channel_ranks.hit[seen])
             slots = seen[listed]
-            positions = channel_ranks.ranks(slots.tolist(), seen_ids[listed].tolist(), channel_ranks.scores_of(slots))
-            totals[listed] += 1.0 / (RRF_K + np.array(positions, np.int64))
+            positions = channel_ranks.ranks(slots, seen_keys[listed], channel_ranks.scores_of(slots))
+            totals[listed] += 1.0 / (RRF_K + positions)
         fresh = np.array([round_score(recency_from(start, now_ms)) for start in table.valid_from[seen].tolist()],
                          np.float64)
         fused = np.floor(np.minimum(1.0, totals * scale) * _SCALE + 0.5) / _SCALE
         score = np.floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
-        order = np.lexsort((seen_ids, -fresh, -score))[:depth]
+        order = np.lexsort((seen_keys, -fresh, -score))[:depth]
         unseen = 0.0  # the largest raw fusion sum of a record in no window
         for top, channel_ranks in zip(tops, ranks):
             if len(top) < channel_ranks.n:
@@ -196,7 +208,8 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
             hits = tuple(
                 make(RankedHit, (record_id, s, i, f, r))
                 for i, (record_id, s, f, r) in enumerate(
-                    zip(seen_ids[order].tolist(), score[order].tolist(), fused[order].tolist(), fresh[order].tolist()),
+                    zip([ids[s] for s in seen[order].tolist()], score[order].tolist(), fused[order].tolist(),
+                        fresh[order].tolist()),
                     start=1)
             )
             return TopK(hits, n, len(seen))

@@ -8,6 +8,7 @@ import pytest
 from search_service.doctable import DocTable
 from search_service.lexical import FIELDS, LexicalIndex
 from search_service.ranking import HALF_LIFE_MS, DocMeta, rank
+from search_service import topk
 from search_service.topk import _FIRST_WINDOW, Channel, top_k
 
 NOW = 1_800_000_000_000
@@ -77,12 +78,36 @@ def reference_fused(lexical: np.ndarray, semantic: np.ndarray, table: DocTable, 
     return ranked[:depth], len(ranked)
 
 
-def test_two_channels_match_rank_on_random_score_vectors():
+@pytest.mark.parametrize("broadcast_limit", [topk._BROADCAST_LIMIT, 0])
+def test_two_channels_match_rank_on_random_score_vectors(monkeypatch: pytest.MonkeyPatch, broadcast_limit: int):
     """Fused top-k (lexical + semantic, RRF) equals rank() over the whole scope: random
-    eligibility, ties in either channel, channels that agree, disagree or barely overlap."""
-    rng = random.Random(11)
-    for case in range(150):
-        table, levels = random_table(rng, [1, 4, 60, 400, 3000])
+    eligibility, ties in either channel, channels that agree, disagree or barely overlap; a
+    tie's record ids compared at once or, past the limit, through a sort of the tie."""
+    monkeypatch.setattr(topk, "_BROADCAST_LIMIT", broadcast_limit)
+    check_two_channels(random.Random(11), 150, random_table)
+
+
+def odd_ids_table(rng: random.Random, sizes: list[int]) -> tuple[DocTable, list[float]]:
+    """Record ids of every length, prefixes of each other and outside ASCII (the table's
+    UTF-8 keys must order them as Python orders the ids), longer than the key column's width."""
+    table = DocTable()
+    alphabet = ["a", "b", "z", "é", "ß", "中", "\U0001f600", "~"]
+    ids: set[str] = set()
+    n = rng.choice(sizes)
+    while len(ids) < n:
+        ids.add("mem_" + "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 2, 5, 60]))))
+    for record_id in sorted(ids, key=lambda _: rng.random()):
+        table.add(random_meta(rng, record_id), accepted_at=rng.randint(1, 10))
+    return table, [0.0] + [rng.uniform(0.01, 30.0) for _ in range(rng.choice([1, 3, 40]))]
+
+
+def test_two_channels_order_ties_by_record_id_of_any_shape():
+    check_two_channels(random.Random(12), 40, odd_ids_table)
+
+
+def check_two_channels(rng: random.Random, cases: int, make_table) -> None:
+    for case in range(cases):
+        table, levels = make_table(rng, [1, 4, 60, 400, 3000])
         lexical = np.array([rng.choice(levels) if rng.random() < rng.choice([0.05, 0.5, 1.0]) else 0.0
                             for _ in range(table.size)], np.float64)
         mode = rng.choice(["random", "agree", "reverse", "ties"])

@@ -137,8 +137,8 @@ class _Ranks:
         member_groups = at[members]
         by_member = np.argsort(member_groups, kind="stable")
         members, member_groups = members[by_member], member_groups[by_member]
-        tied = missing[shared[which]]
-        groups = which[shared[which]]
+        asking_tied = shared[which]
+        tied, groups = missing[asking_tied], which[asking_tied]
         by_group = np.argsort(groups, kind="stable")
         tied, groups = tied[by_group], groups[by_group]
         starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])

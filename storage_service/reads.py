@@ -81,19 +81,22 @@ class Reads:
         docs = await find_by_ids(self._d.store.records, list(record_ids), {"scope": scope.key})
         accepted = [rid for rid in record_ids if rid in docs and docs[rid]["state"] == ACCEPTED_CURRENT]
         keys = await self._d.vault.key_docs(scope, accepted)
-        data_keys = {rid: self._d.vault.data_key(scope, rid, RECORD, keys.get(rid)) for rid in accepted}
-        vectors = await self._vectors.opened(scope, vector_model, data_keys) if vector_model else {}
+        sealed = await self._vectors.sealed(scope, vector_model, accepted) if vector_model else {}
         out: list[tuple[str, str, bytes, bytes]] = []
         size = 0
         for position, rid in enumerate(record_ids):
             doc = docs.get(rid)
             if doc is None:
                 continue
-            body = b""
+            body = stored = b""
             if doc["state"] == ACCEPTED_CURRENT:
-                plaintext = self._d.vault.open_derived(scope, rid, RECORD, doc.get("blob") or {}, data_keys[rid])
+                # One unwrap opens the record and its stored vectors; a record deferred to the
+                # next reply is opened then, not now.
+                data_key = self._d.vault.data_key(scope, rid, RECORD, keys.get(rid))
+                plaintext = self._d.vault.open_with_data_key(scope, rid, RECORD, doc.get("blob") or {}, data_key)
                 body = canonicalize(_projected(json.loads(plaintext), doc))
-            stored = vectors.get(rid, b"")
+                if vector_model:
+                    stored = self._vectors.open(scope, vector_model, rid, sealed.get(rid), data_key)
             if out and size + len(body) + len(stored) > max_bytes:
                 return Fetched(out, list(record_ids[position:]))
             out.append((rid, doc["state"], body, stored))

@@ -54,7 +54,7 @@ class Vault:
                    key_doc: dict[str, Any] | None) -> bytes:
         if not blob_doc:
             raise EngramError(Code.BLOB_MISSING)
-        return self.open_derived(scope, object_id, kind, blob_doc, self.data_key(scope, object_id, kind, key_doc))
+        return self.open_with_data_key(scope, object_id, kind, blob_doc, self.data_key(scope, object_id, kind, key_doc))
 
     def data_key(self, scope: Scope, object_id: str, kind: str, key_doc: dict[str, Any] | None) -> bytes:
         """The object's unwrapped data key (kept in memory only for the call that needs it);
@@ -68,13 +68,13 @@ class Vault:
             raise EngramError(Code.BLOB_MISSING) from None
 
     @staticmethod
-    def seal_derived(scope: Scope, object_id: str, data_key: bytes, kind: str, plaintext: bytes) -> dict[str, Any]:
-        """Seal what was derived from an object (``kind``: e.g. its vectors) under the object's
-        own data key, so the key's destruction erases it with the object."""
+    def seal_with_data_key(scope: Scope, object_id: str, data_key: bytes, kind: str, plaintext: bytes) -> dict[str, Any]:
+        """Seal under an object's unwrapped data key (what was derived from the object, ``kind``:
+        e.g. its vectors), so the key's destruction erases it with the object."""
         return seal_with(data_key, plaintext, aad_for(scope.tenant, scope.workspace, object_id, kind)).to_doc()
 
     @staticmethod
-    def open_derived(scope: Scope, object_id: str, kind: str, blob_doc: dict[str, Any], data_key: bytes) -> bytes:
+    def open_with_data_key(scope: Scope, object_id: str, kind: str, blob_doc: dict[str, Any], data_key: bytes) -> bytes:
         """Open a blob sealed under ``data_key`` with the AAD of ``kind``; BLOB_MISSING when it
         does not open (another key, another kind or object, altered)."""
         try:

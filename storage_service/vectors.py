@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from pymongo import UpdateOne
 
@@ -44,10 +45,9 @@ def vectors_kind(model: str) -> str:
     return f"vectors:{model}"
 
 
-def check_model(model: str) -> str:
+def check_model(model: str) -> None:
     if not is_digest(model):
         raise EngramError(Code.INVALID_SCHEMA)
-    return model
 
 
 @dataclass(frozen=True)
@@ -78,27 +78,29 @@ class RecordVectors:
             if rid not in docs or key_doc is None or "wrapped" not in key_doc:
                 continue
             data_key = self._d.vault.data_key(scope, rid, RECORD, key_doc)
-            blob = self._d.vault.seal_derived(scope, rid, data_key, kind, latest[rid].vectors)
+            blob = self._d.vault.seal_with_data_key(scope, rid, data_key, kind, latest[rid].vectors)
             writes.append(UpdateOne({"_id": rid}, {"$set": {"scope": scope.key, "model": model, "blob": blob}},
                                     upsert=True))
         if writes:
             await self._d.store.vectors.bulk_write(writes, ordered=False)
         return len(writes)
 
-    async def opened(self, scope: Scope, model: str, record_keys: dict[str, bytes]) -> dict[str, bytes]:
-        """The stored vectors of ``model`` for the records of ``record_keys`` (record id → its
-        unwrapped data key), by record id; one that does not open is left out (and embedded
-        again by the caller)."""
-        check_model(model)
-        docs = await find_by_ids(self._d.store.vectors, list(record_keys), {"scope": scope.key, "model": model})
-        kind = vectors_kind(model)
-        out: dict[str, bytes] = {}
-        for rid, doc in docs.items():
-            try:
-                out[rid] = self._d.vault.open_derived(scope, rid, kind, doc.get("blob") or {}, record_keys[rid])
-            except EngramError:
-                log.warning("stored vectors do not open: record ignored, it is embedded again")
-        return out
+    async def sealed(self, scope: Scope, model: str, record_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored vector documents of ``model`` (a checked digest) for ``record_ids``, by
+        record id (a few queries, not one per record); :meth:`open` each one sent."""
+        return await find_by_ids(self._d.store.vectors, record_ids, {"scope": scope.key, "model": model})
+
+    def open(self, scope: Scope, model: str, record_id: str, doc: dict[str, Any] | None, data_key: bytes) -> bytes:
+        """A record's stored vectors under its unwrapped ``data_key``; b"" when none are stored
+        or they do not open (the caller embeds the record again)."""
+        if doc is None:
+            return b""
+        try:
+            return self._d.vault.open_with_data_key(scope, record_id, vectors_kind(model), doc.get("blob") or {},
+                                                    data_key)
+        except EngramError:
+            log.warning("stored vectors do not open: record ignored, it is embedded again")
+            return b""
 
 
 def _well_formed(vectors: bytes) -> bool:

@@ -1,15 +1,22 @@
-"""Peer cancellation over stdio: a cancelled ``tools/call`` answers ``CANCELLED`` (SPEC §2).
+"""Peer cancellation over stdio: a cancelled ``tools/call`` is answered once (SPEC §2).
 
-On ``notifications/cancelled`` the MCP SDK cancels the request's handler — so the downstream
-gRPC call is cancelled with it — and never writes an answer for it. SPEC §2 wants the
-``CANCELLED`` envelope (retriable) wherever the transport can still carry one. Over stdio it
-can: :class:`PeerCancels` sits on the read stream in front of the SDK and notes which
-in-flight ``tools/call`` ids the peer cancelled; the tool handler, cancelled, hands its
-``CANCELLED`` envelope to :meth:`PeerCancels.answer`, which writes it once (shielded, bounded).
-A peer that stopped waiting drops it by id (the official client does); a host that waits gets
-its answer. A cancellation that lands before the context is verified is not answered (there is
-no verified audit id to answer with), nor is a handler cancelled for any other reason (the
-SDK itself answers a shutdown).
+Left to the MCP SDK, ``notifications/cancelled`` cancels the request's handler and the SDK
+never writes an answer for it — whatever the handler came to, even when the call had already
+been applied (a downstream answer can beat the interruption). SPEC §2 wants the ``CANCELLED``
+envelope (retriable) wherever the transport can still carry one, and over stdio it can. So
+:class:`PeerCancels` sits on the read stream in front of the SDK and keeps the peer's
+cancellations of ``tools/call`` requests to itself: each such call runs its verified part in
+a cancel scope of its own (:meth:`PeerCancels.scope_for`), which the peer's cancellation
+cancels. The handler then returns an answer like any other, and the SDK writes it, once:
+
+- ``CANCELLED`` (with the call's audit id) when the call was interrupted; a cancellation that
+  arrives while the context is still being verified interrupts the call the moment it is, so
+  nothing is done;
+- the call's own envelope when it had finished before the cancellation reached it.
+
+A cancellation for a call already answered, or for an id never sent, changes nothing; one
+for any other request goes on to the SDK. A handler cancelled for any other reason (shutdown)
+is the SDK's, which answers it itself.
 
 Over Streamable HTTP a client cancels by closing its POST: nothing can be sent there.
 """
@@ -21,68 +28,70 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, RequestId
-
-# How long the answer to a cancelled call may wait for the write stream (a wedged peer must
-# not hold the handler).
-ANSWER_WRITE_SECONDS = 2.0
+from mcp_types import JSONRPCNotification, JSONRPCRequest, RequestId
 
 Incoming = SessionMessage | Exception
 
 
 class PeerCancels:
-    """Which in-flight ``tools/call`` requests the peer cancelled, and their answers."""
+    """The in-flight ``tools/call`` requests of one stdio session, and their cancel scopes."""
 
-    def __init__(self, write: MemoryObjectSendStream[SessionMessage]) -> None:
-        self._write = write
+    def __init__(self) -> None:
         self._in_flight: set[RequestId] = set()
-        self._cancelled: set[RequestId] = set()
+        self._scopes: dict[RequestId, anyio.CancelScope] = {}
+        self._early: set[RequestId] = set()  # cancelled before their handler asked for a scope
 
-    def note(self, message: Any) -> None:
-        """Called for each incoming message before the SDK sees it."""
+    def note(self, message: Any) -> bool:
+        """Called for each incoming message before the SDK sees it; False when the message is
+        consumed here (a cancellation of a ``tools/call``)."""
         if isinstance(message, JSONRPCRequest) and message.method == "tools/call":
             self._in_flight.add(coerce_request_id(message.id))
         elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
             rid = cancelled_request_id_from_params(message.params)
-            if rid is not None and (key := coerce_request_id(rid)) in self._in_flight:
-                self._cancelled.add(key)
-
-    def finished(self, request_id: RequestId | None) -> None:
-        """The handler for ``request_id`` is done (answered by the SDK or here)."""
-        if request_id is not None:
-            key = coerce_request_id(request_id)
-            self._in_flight.discard(key)
-            self._cancelled.discard(key)
-
-    async def answer(self, request_id: RequestId | None, result: dict[str, Any]) -> bool:
-        """Write ``result`` as the answer to ``request_id`` if the peer cancelled it; from a
-        cancelled handler (the write is shielded from that cancellation)."""
-        if request_id is None or (key := coerce_request_id(request_id)) not in self._cancelled:
-            return False
-        self._cancelled.discard(key)
-        message = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(ANSWER_WRITE_SECONDS):
-            try:
-                await self._write.send(SessionMessage(message=message))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            key = coerce_request_id(rid) if rid is not None else None
+            if key in self._in_flight:
+                if (scope := self._scopes.get(key)) is not None:
+                    scope.cancel()
+                else:
+                    self._early.add(key)
                 return False
         return True
 
+    def scope_for(self, request_id: RequestId | None) -> anyio.CancelScope | None:
+        """The scope the peer's cancellation of ``request_id`` cancels (already cancelled when
+        the cancellation came first); from the start of its handler."""
+        if request_id is None:
+            return None
+        key = coerce_request_id(request_id)
+        scope = anyio.CancelScope()
+        if key in self._early:
+            scope.cancel()
+        self._scopes[key] = scope
+        return scope
+
+    def finished(self, request_id: RequestId | None) -> None:
+        """The handler for ``request_id`` has its answer: a later cancellation changes nothing."""
+        if request_id is not None:
+            key = coerce_request_id(request_id)
+            self._in_flight.discard(key)
+            self._scopes.pop(key, None)
+            self._early.discard(key)
+
     @asynccontextmanager
     async def watching(self, read: MemoryObjectReceiveStream[Incoming]) -> AsyncIterator[MemoryObjectReceiveStream[Incoming]]:
-        """The read stream to give the SDK: ``read``'s messages, each noted first."""
+        """The read stream to give the SDK: ``read``'s messages, each noted first, without the
+        cancellations consumed here."""
         send, receive = anyio.create_memory_object_stream[Incoming](0)
 
         async def pump() -> None:
             async with send:
                 async for item in read:
-                    if isinstance(item, SessionMessage):
-                        self.note(item.message)
-                    await send.send(item)
+                    if not isinstance(item, SessionMessage) or self.note(item.message):
+                        await send.send(item)
 
         async with anyio.create_task_group() as group:
             group.start_soon(pump)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import anyio.lowlevel
 
 from engram_api.admission.v1 import admission_pb2
 from engram_api.common.v1 import common_pb2
@@ -38,10 +40,6 @@ CONFIRMATION_META_KEY = "io.engram/confirmation"
 CONTEXT_HEADER = "engram-context"
 
 log = logging.getLogger("engram.gateway")
-
-# Given the CANCELLED envelope of a call its peer cancelled (see gateway/cancellation.py).
-OnCancelled = Callable[[dict[str, Any]], Awaitable[object]]
-
 
 @dataclass(frozen=True)
 class PolicyRead:
@@ -139,10 +137,12 @@ class Dispatcher:
         arguments: Any,
         meta: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None,
-        on_cancelled: OnCancelled | None = None,
+        interrupt: anyio.CancelScope | None = None,
     ) -> dict[str, Any]:
-        """``on_cancelled``: where the ``CANCELLED`` envelope goes when this call is cancelled
-        after its context was verified (its downstream call is cancelled with it)."""
+        """``interrupt``: the scope the peer's cancellation of this call cancels (over stdio, see
+        gateway/cancellation.py); the verified part of the call runs in it, and an interrupted
+        call answers ``CANCELLED``. Without one, a cancelled call raises its cancellation.
+        Either way its downstream call is cancelled with it."""
         try:
             ctx = await self._verify(meta, headers)
         except ContextUnverifiable as exc:
@@ -151,13 +151,24 @@ class Dispatcher:
         if name not in TOOLS:
             raise ProtocolRefusal.unknown_tool()
         try:
-            return await self._call_verified(name, arguments, ctx, meta)
+            if interrupt is None:
+                return await self._call_verified(name, arguments, ctx, meta)
+            with interrupt:
+                try:
+                    # Cancelled while the context was verified: nothing is done.
+                    await anyio.lowlevel.checkpoint_if_cancelled()
+                    return await self._call_verified(name, arguments, ctx, meta)
+                except asyncio.CancelledError:
+                    # grpc.aio answers a cancelled call with a bare CancelledError: inside the
+                    # interrupted scope this raises the scope's own, which the scope absorbs.
+                    await anyio.lowlevel.checkpoint_if_cancelled()
+                    raise
         except asyncio.CancelledError:
-            # Anywhere after the context was verified (the policy read included): CANCELLED.
+            # Anywhere after the context was verified (the policy read included).
             log.info("call cancelled", extra={"tool": name, "scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
-            if on_cancelled is not None:
-                await on_cancelled(envelope.failure(EngramError(Code.CANCELLED), ctx.audit_id))
             raise
+        log.info("call cancelled", extra={"tool": name, "scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
+        return envelope.failure(EngramError(Code.CANCELLED), ctx.audit_id)
 
     async def _call_verified(self, name: str, arguments: Any, ctx: InvocationContext,
                              meta: Mapping[str, Any] | None) -> dict[str, Any]:

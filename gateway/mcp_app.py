@@ -92,7 +92,7 @@ def _call_result(result: dict[str, Any]) -> types.CallToolResult:
 
 
 def build_server(dispatcher: Dispatcher, cancels: PeerCancels | None = None) -> Server[Any]:
-    """``cancels``: over stdio, where a call the peer cancelled is answered CANCELLED."""
+    """``cancels``: over stdio, the peer's cancellations of tool calls (answered CANCELLED)."""
     async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         try:
             names = await dispatcher.list_tools(params.meta if params else None, _headers(ctx))
@@ -105,15 +105,10 @@ def build_server(dispatcher: Dispatcher, cancels: PeerCancels | None = None) -> 
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         request_id = getattr(ctx, "request_id", None)
-
-        async def answer_cancelled(result: dict[str, Any]) -> None:
-            if cancels is not None:
-                await cancels.answer(request_id, _call_result(result).model_dump(by_alias=True, mode="json",
-                                                                                  exclude_none=True))
-
+        interrupt = cancels.scope_for(request_id) if cancels is not None else None
         try:
             result = await dispatcher.call_tool(params.name, params.arguments, params.meta, _headers(ctx),
-                                                on_cancelled=answer_cancelled)
+                                                interrupt=interrupt)
         except ProtocolRefusal as exc:
             raise _to_mcp_error(exc) from None
         except asyncio.CancelledError:

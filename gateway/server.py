@@ -85,7 +85,7 @@ async def serve_stdio(settings: GatewaySettings) -> None:
     from mcp.server.stdio import stdio_server
 
     async with open_gateway(settings) as gw, stdio_server() as (read, write):
-        cancels = PeerCancels(write)
+        cancels = PeerCancels()
         server = build_server(gw.dispatcher, cancels)
         async with cancels.watching(read) as noted:
             await server.run(noted, write, server.create_initialization_options())

@@ -14,6 +14,7 @@ import pytest
 from engram_api.storage.v1 import storage_pb2
 from engram_core.digests import digest
 from search_service.embedding import DIMENSIONS, Embedder, Vectors, to_wire
+from search_service import projection as projection_module
 from search_service.projection import Projections
 from engram_core.taskq import DESTROY_KEY
 from storage_service.vectors import MAX_ITEMS, MAX_RECORD_VECTOR_BYTES
@@ -187,3 +188,41 @@ async def test_stored_vectors_of_the_wrong_width_are_embedded_again(storage: Sto
     _, projection = await built(storage, who, counting)
     assert counting.texts == 1 and projection.vectors.vectors(projection.table.slot(rid)).any()
     assert len((await fetch(storage, who, [rid], model.vector_model))[rid]) == DIMENSIONS * 4  # replaced
+
+
+class CountingStub:
+    """The storage stub, keeping the StoreVectors requests it forwards."""
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+        self.stored: list[storage_pb2.StoreVectorsRequest] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stub, name)
+
+    async def StoreVectors(self, request: storage_pb2.StoreVectorsRequest, **kwargs: Any) -> Any:  # noqa: N802
+        self.stored.append(request)
+        return await self._stub.StoreVectors(request, **kwargs)
+
+
+async def test_fresh_vectors_go_to_storage_in_calls_within_the_byte_bound(
+        storage: Storage, model: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    who = Who()
+    await enable(storage, who)
+    long_text = "The blue sedan needs new tyres before winter. " * 60  # several windows
+    texts = ["Her dog is called Biscuit.", "The fog came in at dawn.", long_text,
+             "Quarterly VAT returns are filed on the fifth.", "The keeper logs the tide."]
+    ids = [(await accepted_record(storage, who, text))[1] for text in texts]
+    bound = 2 * DIMENSIONS * 4  # two windows a call
+    monkeypatch.setattr(projection_module, "STORE_VECTORS_BYTES", bound)
+    stub = CountingStub(storage.stub)
+    projections = Projections(stub, 30.0, embedder=model)  # type: ignore[arg-type]
+    await projections.current(who.tenant, who.workspace)
+    await projections.vectors_kept()
+    sizes = [[len(item.vectors) for item in request.items] for request in stub.stored]
+    assert sorted(item.record_id for request in stub.stored for item in request.items) == sorted(ids)
+    # Within the bound, or a record alone that exceeds it by itself (the long one).
+    assert all(sum(call) <= bound or len(call) == 1 for call in sizes), sizes
+    assert [call for call in sizes if sum(call) > bound] == [[len(to_wire(model.embed_many([long_text])[0]))]]
+    assert len(sizes) >= 3
+    assert all(len(data) > 0 for data in (await fetch(storage, who, ids, model.vector_model)).values())

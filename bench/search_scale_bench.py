@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import grpc  # noqa: E402
 
-from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE, HostSigner, Scope, capture_and_admit, report, rss_mib, versions  # noqa: E402
+from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE, HostSigner, Scope, capture_and_admit, cpu_seconds, report, rss_mib, versions  # noqa: E402
 from bench.search_bench import make_vocabulary  # noqa: E402
 from engram_api.admission.v1 import admission_pb2_grpc  # noqa: E402
 from engram_api.search.v1 import search_pb2, search_pb2_grpc  # noqa: E402
@@ -148,8 +148,11 @@ async def measure(stack: SpawnedStack, scopes: list[Scope], corpus: Corpus, quer
 
         for i, text in enumerate(texts[:20]):  # warm-up
             await call(i, text)
+        pids = {"client": os.getpid(), **stack.pids()}
+        used = {name: cpu_seconds(pid) for name, pid in pids.items()}
         for i, text in enumerate(texts):
             mcp.append(await call(i, text))
+        cpu = {name: (cpu_seconds(pid) - used[name]) * 1000 / len(texts) for name, pid in pids.items()}
 
         sem = asyncio.Semaphore(4)
         parallel: list[float] = []
@@ -161,13 +164,17 @@ async def measure(stack: SpawnedStack, scopes: list[Scope], corpus: Corpus, quer
         start = time.perf_counter()
         await asyncio.gather(*(one(i, t) for i, t in enumerate(texts)))
         wall4 = time.perf_counter() - start
-    return {"mcp": mcp, "direct": direct, "parallel": parallel, "wall4": wall4, "catch_up": catch_up}
+    return {"mcp": mcp, "direct": direct, "parallel": parallel, "wall4": wall4, "catch_up": catch_up, "cpu": cpu}
 
 
 def print_figures(figures: dict[str, Any]) -> None:
     print(f"first search (catches the projection up with what was loaded, embedding included): "
           f"{figures['catch_up']:.1f} s")
     print(report("mcp search c=1", figures["mcp"], sum(figures["mcp"]) / 1000))
+    # Where a c=1 search's time goes: each process's CPU per search (the client is this process,
+    # the official MCP client; the processes run one after another along a call).
+    print("cpu per mcp search c=1 (ms): " + " ".join(f"{name}={ms:.2f}" for name, ms in figures["cpu"].items()
+                                                     if ms >= 0.005))
     print(report("mcp search c=4", figures["parallel"], figures["wall4"]))
     print(report("grpc search c=1", figures["direct"], sum(figures["direct"]) / 1000))
 

@@ -8,6 +8,7 @@ path; a real host never needs them.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 import uuid
@@ -39,6 +40,13 @@ def new_jti() -> str:
     return secrets.token_urlsafe(24)
 
 
+@functools.lru_cache(maxsize=8)
+def _signing_key(private_key_b64url: str) -> Any:
+    """The host's Ed25519 key, parsed once: a host mints a context per call, and parsing derives
+    the public key (measured: ~2.5 % of the official MCP client's CPU per search)."""
+    return private_key_from_b64url(private_key_b64url)
+
+
 def _finish(
     header: dict[str, Any],
     claims: dict[str, Any],
@@ -54,7 +62,7 @@ def _finish(
     header.update(header_overrides or {})
     for name in omit_header:
         header.pop(name, None)
-    return sign_compact(header, claims, private_key_from_b64url(private_key_b64url))
+    return sign_compact(header, claims, _signing_key(private_key_b64url))
 
 
 def mint_context(

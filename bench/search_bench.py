@@ -2,11 +2,12 @@
 
     python bench/search_bench.py --n 1000 --n 10000 --n 100000 --queries 500
 
-Builds one scope projection of N synthetic records per size, runs M queries through the whole
-library path the service runs (lexical scores over the scope, the exact top of the pinned
-list, its ordered-ids digest, redaction and budgeting of one page of 10 packets), and prints
-latency percentiles, throughput and the projection's memory cost.
-No gRPC, no I/O: this measures the library the search service wraps.
+Builds one scope projection of N synthetic records per size, runs M queries through the search
+service's own page code (``SearchServicer._answer``: lexical scores over the scope, the exact top
+of the pinned list, its ordered-ids digest and pin, redaction, packets, the rank receipt, the
+page budget and the response digest), and prints latency percentiles, throughput and the
+projection's memory cost. No gRPC, no I/O: this measures what the search service does for a
+search once it holds the scope's lock.
 
 ``--semantic`` adds the semantic channel as the service runs it (query embedded, exact
 best-window cosine over the scope's vector matrix, RRF fusion of both channels). The first
@@ -34,18 +35,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from search_service.budget import DIGEST_PLACEHOLDER, cursor_placeholder, fit_packets  # noqa: E402
-from search_service.cursors import MAX_TOKEN_LENGTH  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
-from engram_core.digests import digest  # noqa: E402
+from engram_core.schemas.validate import with_defaults  # noqa: E402
+from engram_hostkit.examples import make_search_args  # noqa: E402
+from search_service.cursors import CursorCodec  # noqa: E402
 from search_service.projection import ScopeProjection  # noqa: E402
 from search_service.embedding import Embedder  # noqa: E402
 from search_service.semantic import VectorIndex, record_text  # noqa: E402
-from search_service.service import DEFAULT_PINNED_HITS as PINNED_HITS, rank_scope  # noqa: E402
-from engram_core.redaction import project  # noqa: E402
+from search_service.service import DEFAULT_PINNED_HITS, SearchServicer  # noqa: E402
 
 DAY_MS = 86_400_000
-NOW_MS = 1_800_000_000_000
+# The service ranks at its clock's now: the records' valid times lie before it.
+NOW_MS = int(time.time() * 1000)
+SEARCH = "engram_memory_search"
+PURPOSE = "purpose:bench"
+TENANT, WORKSPACE, PRINCIPAL = "tenant:bench", "workspace:bench", "user:bench"
 PAGE_LIMIT = 10
 MAX_PACKET_BYTES = 65_536
 
@@ -114,28 +118,23 @@ def build_index(texts: list[bytes], windows: list | None = None) -> ScopeProject
             own = windows[i % len(windows)] + noise.normal(0.0, 0.01, windows[i % len(windows)].shape).astype(np.float32)
             own /= np.linalg.norm(own, axis=1, keepdims=True)
         projection.add(json.loads(raw), cursor=1, raw=raw, windows=own)
+    projection.cursor = 1  # caught up with its journal (what the service ranks as of)
     return projection
 
 
-def search_page(projection: ScopeProjection, query: str, embedder: Embedder | None = None) -> tuple[float, int]:
-    """One query through the library as the service runs it; returns (lexical seconds, hits)."""
+def search_page(servicer: SearchServicer, projection: ScopeProjection, query: str) -> tuple[float, bytes]:
+    """One query through the service's own page code (``SearchServicer._answer``, as its Search
+    RPC runs it in the pool); returns (lexical seconds, the output value's canonical JSON)."""
     t0 = time.perf_counter()
     projection.scores(query)  # the lexical channel alone, timed apart from the page
     t1 = time.perf_counter()
-    top = rank_scope(projection, query, embedder, 1, NOW_MS, PINNED_HITS)
-    ranked = top.hits
-    digest("rank", {"ordered_ids": [hit.record_id for hit in ranked]})
-    packets = []
-    for hit in ranked[:PAGE_LIMIT]:
-        packet = project(projection.record(hit.record_id))
-        packet["score"] = hit.score
-        packet["rank"] = hit.rank
-        packets.append(packet)
-    skeleton = {"records": [], "rank_receipt": {"receipt_digest": DIGEST_PLACEHOLDER},
-                "response_digest": DIGEST_PLACEHOLDER,
-                "next_page_cursor": cursor_placeholder(MAX_TOKEN_LENGTH)}
-    fit_packets(skeleton, packets, MAX_PACKET_BYTES, PAGE_LIMIT, len(ranked) > PAGE_LIMIT)
-    return t1 - t0, top.candidate_count
+    args = with_defaults(SEARCH, make_search_args(query, PURPOSE, limit=PAGE_LIMIT, max_packet_bytes=MAX_PACKET_BYTES))
+    value = servicer._answer(projection, args, TENANT, WORKSPACE, PRINCIPAL, None)
+    return t1 - t0, value
+
+
+def candidates(value: bytes) -> int:
+    return int(json.loads(value)["rank_receipt"]["candidate_count"])
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -175,17 +174,20 @@ def run(n: int, queries: int, seed: int, trace: bool, freeze: bool, embedder: Em
         tracemalloc.stop()
     if freeze:
         gc.freeze()  # what a service can do after (re)building its projections
+    servicer = SearchServicer(None, CursorCodec(b"bench cursor key: 32 bytes long."),  # type: ignore[arg-type]
+                              embedder=embedder)
     for query in query_texts[: min(20, queries)]:  # warm-up
-        search_page(index, query, embedder)
-    totals, lexicals, hit_counts = [], [], []
+        search_page(servicer, index, query)
+    totals, lexicals, values = [], [], []
     t_all = time.perf_counter()
     for query in query_texts:
         start = time.perf_counter()
-        lexical_s, hits = search_page(index, query, embedder)
+        lexical_s, value = search_page(servicer, index, query)
         totals.append(time.perf_counter() - start - lexical_s)
         lexicals.append(lexical_s)
-        hit_counts.append(hits)
+        values.append(value)
     wall = time.perf_counter() - t_all
+    hit_counts = [candidates(value) for value in values]
     totals.sort()
     lexicals.sort()
     return {
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{result['index_buffers_per_record_b']} B/record)"
               + ("" if result["traced_mb"] is None else f", traced {result['traced_mb']} MB"))
         page, lex = result["page_ms"], result["lexical_ms"]
-        print(f"  page (score+top-{PINNED_HITS}+ids digest+10 packets) ms p50 {page['p50']} p95 {page['p95']} "
+        print(f"  page (SearchServicer._answer: score, top-{DEFAULT_PINNED_HITS}, pin, {PAGE_LIMIT} packets, receipt, digests) ms p50 {page['p50']} p95 {page['p95']} "
               f"p99 {page['p99']}; {result['qps']} queries/s")
         print(f"  lexical search alone ms p50 {lex['p50']} p95 {lex['p95']} p99 {lex['p99']}",
               flush=True)

@@ -28,7 +28,6 @@ from search_service.projection import Projections, ScopeProjection, ScopeView
 from search_service.ranking import PROFILE, RankedHit, profile_config
 from search_service.semantic import MIN_SIMILARITY, VectorIndex
 from search_service.topk import Channel, top_k
-from engram_core.redaction import project
 
 log = logging.getLogger("engram.search")
 
@@ -123,12 +122,10 @@ def _config_digest(lexical_json: bytes, semantic_json: bytes | None) -> str:
     return digest("rank", profile_config(json.loads(lexical_json), semantic))
 
 
-def _packet(projected: dict[str, Any], hit: RankedHit, *, plain: bool) -> Encoded:
-    """A search packet in canonical JSON: the projected record with its score and rank.
-    ``plain``: the record was found in the C encoder's domain when it was indexed (so is every
-    part of it) and is written without walking it again."""
-    record = Encoded.of(projected["record"], plain=plain)
-    return Encoded.of({**projected, "record": record, "score": hit.score, "rank": hit.rank})
+def _packet(part: dict[str, Any], hit: RankedHit) -> Encoded:
+    """A search packet in canonical JSON: the redacted record (its ``record`` already
+    :class:`Encoded`, see :meth:`ScopeProjection.packet_part`) with its score and rank."""
+    return Encoded.of({**part, "score": hit.score, "rank": hit.rank})
 
 
 class SearchServicer(search_pb2_grpc.SearchServiceServicer):
@@ -231,8 +228,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         limit = args["limit"]
         window = ordering.hits[offset : offset + limit]
         # Each packet is serialised once: measured by the budget, then written verbatim.
-        packets = [_packet(project(projection.record(hit.record_id), allowlist), hit,
-                           plain=hit.record_id not in projection.mixed) for hit in window]
+        packets = [_packet(projection.packet_part(hit.record_id, allowlist), hit) for hit in window]
         cursor = str(projection.cursor)
         channels = [{"channel": "lexical", "index_cursor": cursor}]
         fields: dict[str, Any] = {}

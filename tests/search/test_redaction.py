@@ -8,6 +8,9 @@ from engram_core.redaction import (
     redaction_receipt,
 )
 
+from engram_core.canonical import Encoded
+from search_service.projection import ScopeProjection
+
 from .helpers import record
 
 
@@ -92,3 +95,54 @@ def test_search_library_reexports_the_shared_implementation():
 
     for name in search.__all__:
         assert getattr(search, name) is getattr(core, name)
+
+
+# The search packets' redacted records, kept per scope (ScopeProjection.packet_part).
+
+def _held(*records: dict) -> ScopeProjection:
+    projection = ScopeProjection()
+    for i, rec in enumerate(records, start=1):
+        projection.add(rec, cursor=i)
+    return projection
+
+
+def _fresh(rec: dict, allowlist: list[str] | None) -> dict:
+    """What a packet's record part is without the cache: project(), its record canonical."""
+    out = project(rec, allowlist)
+    return {**out, "record": Encoded.of(out["record"])}
+
+
+def test_a_kept_packet_part_is_what_project_gives_by_the_same_allowlist():
+    plain = full_record()
+    mixed = {**record("mem_float", "text"), "weight": 0.25}  # a float: the full canonical encoder
+    projection = _held(plain, mixed)
+    for allowlist in (None, ["trust"], ["trust", "weight"]):
+        for rec in (plain, mixed):
+            first = projection.packet_part(rec["record_id"], allowlist)
+            assert first == _fresh(rec, allowlist)
+            assert projection.packet_part(rec["record_id"], allowlist) is first  # kept
+    assert projection.parts_bytes == sum(len(part["record"].text) for _, part in projection.parts.values())
+
+
+def test_a_packet_part_goes_with_its_record_and_its_version():
+    rec = full_record()
+    projection = _held(rec)
+    projection.packet_part("mem_abc", None)
+    newer = {**rec, "trust": "verified"}
+    projection.add(newer, cursor=2)  # a new version replaces the old one's part
+    assert "mem_abc" not in projection.parts
+    assert projection.packet_part("mem_abc", None) == _fresh(newer, None)
+    assert projection.remove("mem_abc")  # forget, withdraw, expiry: no redacted copy stays
+    assert "mem_abc" not in projection.parts and projection.parts_bytes == 0
+
+
+def test_packet_parts_are_bounded_least_recently_used_first(monkeypatch):
+    from search_service import projection as module
+
+    monkeypatch.setattr(module, "PACKET_PARTS", 3)
+    projection = _held(*(record(f"mem_{i}", f"text {i}") for i in range(5)))
+    before = projection.estimate_bytes()
+    for i in (0, 1, 2, 0, 3):
+        projection.packet_part(f"mem_{i}", None)
+    assert list(projection.parts) == ["mem_2", "mem_0", "mem_3"]  # mem_1 was the least recently shown
+    assert projection.estimate_bytes() > before  # the kept parts count in the scope's budget

@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
 from engram_core.schemas.validate import with_defaults  # noqa: E402
 from engram_hostkit.examples import make_search_args  # noqa: E402
@@ -48,8 +49,7 @@ DAY_MS = 86_400_000
 # The service ranks at its clock's now: the records' valid times lie before it.
 NOW_MS = int(time.time() * 1000)
 SEARCH = "engram_memory_search"
-PURPOSE = "purpose:bench"
-TENANT, WORKSPACE, PRINCIPAL = "tenant:bench", "workspace:bench", "user:bench"
+TENANT, WORKSPACE = "tenant:bench", "workspace:bench"
 PAGE_LIMIT = 10
 MAX_PACKET_BYTES = 65_536
 
@@ -128,8 +128,8 @@ def search_page(servicer: SearchServicer, projection: ScopeProjection, query: st
     t0 = time.perf_counter()
     projection.scores(query)  # the lexical channel alone, timed apart from the page
     t1 = time.perf_counter()
-    args = with_defaults(SEARCH, make_search_args(query, PURPOSE, limit=PAGE_LIMIT, max_packet_bytes=MAX_PACKET_BYTES))
-    value = servicer._answer(projection, args, TENANT, WORKSPACE, PRINCIPAL, None)
+    args = with_defaults(SEARCH, make_search_args(query, BENCH_PURPOSE, limit=PAGE_LIMIT, max_packet_bytes=MAX_PACKET_BYTES))
+    value = servicer._answer(projection, args, TENANT, WORKSPACE, BENCH_PRINCIPAL, None)
     return t1 - t0, value
 
 

@@ -41,6 +41,10 @@ CONTEXT_HEADER = "engram-context"
 
 log = logging.getLogger("engram.gateway")
 
+def _log_cancelled(tool: str, ctx: InvocationContext) -> None:
+    log.info("call cancelled", extra={"tool": tool, "scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
+
+
 @dataclass(frozen=True)
 class PolicyRead:
     """The scope's policy as storage answered it: read from storage, or reused while the scope's
@@ -165,9 +169,9 @@ class Dispatcher:
                     raise
         except asyncio.CancelledError:
             # Anywhere after the context was verified (the policy read included).
-            log.info("call cancelled", extra={"tool": name, "scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
+            _log_cancelled(name, ctx)
             raise
-        log.info("call cancelled", extra={"tool": name, "scope_digest": scope_digest(ctx.tenant, ctx.workspace)})
+        _log_cancelled(name, ctx)
         return envelope.failure(EngramError(Code.CANCELLED), ctx.audit_id)
 
     async def _call_verified(self, name: str, arguments: Any, ctx: InvocationContext,

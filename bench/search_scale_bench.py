@@ -71,9 +71,11 @@ class Corpus:
 
 
 async def load(scope: Scope, corpus: Corpus, count: int, concurrency: int, storage: Any, admission: Any,
-               tag: str, progress: bool) -> float:
-    """Capture and admit ``count`` more records; returns records per second."""
+               tag: str, progress: bool, pids: dict[str, int]) -> tuple[float, dict[str, float]]:
+    """Capture and admit ``count`` more records; returns records per second and each of
+    ``pids``' CPU milliseconds per record."""
     sem = asyncio.Semaphore(concurrency)
+    used = {name: cpu_seconds(pid) for name, pid in pids.items()}
     start = time.perf_counter()
     done = 0
 
@@ -91,8 +93,16 @@ async def load(scope: Scope, corpus: Corpus, count: int, concurrency: int, stora
                       flush=True)
 
     await asyncio.gather(*(one(scope.records + i) for i in range(count)))
+    seconds = time.perf_counter() - start
+    cpu = {name: (cpu_seconds(pid) - used[name]) * 1000 / max(count, 1) for name, pid in pids.items()}
     scope.records += count
-    return count / (time.perf_counter() - start)
+    return count / seconds, cpu
+
+
+def cpu_line(label: str, cpu: dict[str, float]) -> str:
+    """``label``: each process's CPU milliseconds, largest first (the tiny ones left out)."""
+    ranked = sorted(((ms, name) for name, ms in cpu.items() if ms >= 0.005), reverse=True)
+    return f"{label} (ms): " + " ".join(f"{name}={ms:.2f}" for ms, name in ranked)
 
 
 def search_request(scope: Scope, query: str) -> search_pb2.SearchRequest:
@@ -173,8 +183,7 @@ def print_figures(figures: dict[str, Any]) -> None:
     print(report("mcp search c=1", figures["mcp"], sum(figures["mcp"]) / 1000))
     # Where a c=1 search's time goes: each process's CPU per search (the client is this process,
     # the official MCP client; the processes run one after another along a call).
-    print("cpu per mcp search c=1 (ms): " + " ".join(f"{name}={ms:.2f}" for name, ms in figures["cpu"].items()
-                                                     if ms >= 0.005))
+    print(cpu_line("cpu per mcp search c=1", figures["cpu"]))
     print(report("mcp search c=4", figures["parallel"], figures["wall4"]))
     print(report("grpc search c=1", figures["direct"], sum(figures["direct"]) / 1000))
 
@@ -300,11 +309,20 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
           f"semantic channel {semantic_channel()}")
     print(f"# search process RSS empty: {rss_empty:.1f} MiB")
     for size in opts.sizes:
-        rate = await load(main_scope, corpus, size - main_scope.records, opts.load_concurrency, storage, admission,
-                          tag, opts.progress)
+        spies: list[asyncio.subprocess.Process] = []
+        load_names = tuple(sorted({*stack.pids(), "client"}))
+        if opts.profile_load:
+            spies = await start_spies(stack, load_names, opts.profile_load / str(size))
+        rate, load_cpu = await load(main_scope, corpus, size - main_scope.records, opts.load_concurrency, storage,
+                                    admission, tag, opts.progress, {"client": os.getpid(), **stack.pids()})
+        if spies:
+            print(f"## load profile to {size} records (py-spy, collapsed stacks in {opts.profile_load / str(size)})")
+            for line in await stop_spies(spies, load_names, opts.profile_load / str(size)):
+                print(line)
         figures = await measure(stack, [main_scope], corpus, opts.queries, search)
         rss = rss_mib(search_pid)
         print(f"## one scope, {size} records (load {rate:.1f} records/s through storage + admission gRPC)")
+        print(cpu_line("cpu per loaded record", load_cpu))
         print_figures(figures)
         print(f"search RSS {rss:.1f} MiB: {(rss - rss_empty) * 2**20 / size:.0f} B/record over the empty process")
         if opts.profile:
@@ -314,8 +332,8 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     if opts.scopes:
         for n in range(opts.scopes):
             extra = Scope(f"bench-{tag}-{n}", "default", principal=PRINCIPAL, purpose_ref=PURPOSE).enable(stack)
-            rate = await load(extra, corpus, opts.scope_records, opts.load_concurrency, storage, admission,
-                              f"{tag}-s{n}", opts.progress)
+            rate, _ = await load(extra, corpus, opts.scope_records, opts.load_concurrency, storage, admission,
+                                 f"{tag}-s{n}", opts.progress, {})
             scopes.append(extra)
             print(f"# scope {n + 1}/{opts.scopes}: {opts.scope_records} records at {rate:.1f}/s", file=sys.stderr)
         # Each scope's first search builds its projection (none was searched while loading).
@@ -353,6 +371,8 @@ def main() -> int:
     parser.add_argument("--progress", action="store_true", help="print load progress to stderr")
     parser.add_argument("--profile", type=Path, help="after each size, profile MCP searches with py-spy into this folder (and the cold rebuild)")
     parser.add_argument("--profile-seconds", type=float, default=20.0)
+    parser.add_argument("--profile-load", type=Path,
+                        help="profile every process of the stack with py-spy while each size loads, into this folder")
     opts = parser.parse_args()
     if opts.sizes != sorted(opts.sizes):
         parser.error("--sizes must grow")

@@ -195,6 +195,24 @@ def positions(values: npt.NDArray[np.float64], wanted: npt.NDArray[np.float64]) 
     return out
 
 
+@numba.njit(**_JIT)
+def recency(valid_from: npt.NDArray[np.int64], now_ms: int, base: float, half_life_ms: int,
+            scale: float) -> npt.NDArray[np.float64]:
+    """Per record valid from ``valid_from[i]``, its rounded recency at ``now_ms``:
+    ``floor(base ** (max(0, now_ms - v) / half_life_ms) * scale + 0.5) / scale``, as
+    ``round_score(recency_from(v, now_ms))`` computes it for ``base`` 0.5 (the age and the half
+    life are exact in binary64 below 2**53 ms, so the quotient is Python's correctly rounded
+    ``int / int``; the power is the C library's ``pow``, as Python's ``**`` calls it). ``base``
+    is an argument, not a constant, so that LLVM cannot turn ``pow(0.5, x)`` into ``exp2(-x)``."""
+    out = np.empty(valid_from.shape[0], np.float64)
+    for i in range(valid_from.shape[0]):
+        age = now_ms - valid_from[i]
+        if age < 0:
+            age = 0
+        out[i] = np.floor(base ** (np.float64(age) / np.float64(half_life_ms)) * scale + 0.5) / scale
+    return out
+
+
 def warm() -> None:
     """Compile (or load from the cache) every signature the service calls, on tiny inputs."""
     acc = np.zeros(4, np.float64)
@@ -209,3 +227,4 @@ def warm() -> None:
     kth_largest(values, 1)
     _, equal, at = rank_counts(values, values[:1])
     members(values, values[:1], at, equal > 1)
+    recency(column, 0, 0.5, 1, 1e12)

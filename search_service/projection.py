@@ -34,6 +34,7 @@ from search_service.analyzer import DEFAULT_LANGUAGE
 from search_service.doctable import DocTable
 from search_service.embedding import Embedder, Vectors, from_wire, to_wire
 from search_service.lexical import FloatArray, LexicalIndex, fields_of
+from search_service.packets import PacketPart
 from search_service.ranking import DocMeta
 from search_service.semantic import VectorIndex, record_text
 
@@ -81,8 +82,18 @@ class ScopeProjection:
     catching_up: asyncio.Task[None] | None = None
     # The packet parts of recently shown records (see packet_part), least recently used first:
     # record id → (the allowlist they were redacted by, the part), and their JSON's size.
-    parts: OrderedDict[str, tuple[tuple[str, ...] | None, dict[str, Any]]] = field(default_factory=OrderedDict)
+    parts: OrderedDict[str, tuple[tuple[str, ...] | None, PacketPart]] = field(default_factory=OrderedDict)
     parts_bytes: int = 0
+    # The lexical engine's profile config in canonical JSON, once written (profile_config_json).
+    _config_json: bytes | None = field(default=None, init=False, repr=False)
+
+    def profile_config_json(self) -> bytes:
+        """The lexical engine's part of the ranking profile config (hashed into every rank
+        receipt) in canonical JSON, written on first use: a projection keeps its index (and so
+        the index's language and config) for life."""
+        if self._config_json is None:
+            self._config_json = canonicalize(dict(self.index.profile_config()))
+        return self._config_json
 
     def estimate_bytes(self) -> int:
         """Resident estimate: record JSON, posting and column buffers, the packet parts kept,
@@ -130,11 +141,11 @@ class ScopeProjection:
         parsed: dict[str, Any] = json.loads(self.records[record_id])
         return parsed
 
-    def packet_part(self, record_id: str, allowlist: list[str] | None) -> dict[str, Any]:
-        """:func:`~engram_core.redaction.project` of the record held under ``record_id`` by
-        ``allowlist``, its ``record`` already in canonical JSON (:class:`Encoded`); the last
-        :data:`PACKET_PARTS` are kept (and dropped with their record) for the next pages that
-        show them. The caller must not change it."""
+    def packet_part(self, record_id: str, allowlist: list[str] | None) -> PacketPart:
+        """The packet of the record held under ``record_id``, redacted by ``allowlist``
+        (:func:`~engram_core.redaction.project`), in canonical JSON around its score and rank
+        (:class:`~search_service.packets.PacketPart`); the last :data:`PACKET_PARTS` are kept
+        (and dropped with their record) for the next pages that show them."""
         key = None if allowlist is None else tuple(allowlist)
         held = self.parts.get(record_id)
         if held is not None and held[0] == key:
@@ -143,9 +154,9 @@ class ScopeProjection:
         self._drop_part(record_id)
         projected = project(self.record(record_id), allowlist)
         record = Encoded.of(projected["record"], plain=record_id not in self.mixed)
-        part = {**projected, "record": record}
+        part = PacketPart({**projected, "record": record})
         self.parts[record_id] = (key, part)
-        self.parts_bytes += len(record.text)
+        self.parts_bytes += len(part)
         while len(self.parts) > PACKET_PARTS:
             self._drop_part(next(iter(self.parts)))
         return part
@@ -153,7 +164,7 @@ class ScopeProjection:
     def _drop_part(self, record_id: str) -> None:
         held = self.parts.pop(record_id, None)
         if held is not None:
-            self.parts_bytes -= len(held[1]["record"].text)
+            self.parts_bytes -= len(held[1])
 
     def remove(self, record_id: str) -> bool:
         """Drop a record from every surface; returns whether it was here."""

@@ -14,6 +14,8 @@ from typing import NamedTuple
 PROFILE = "engram-hybrid/v2"
 RRF_K = 60
 HALF_LIFE_MS = 30 * 24 * 60 * 60 * 1000
+# Recency halves every HALF_LIFE_MS: RECENCY_BASE ** (age / HALF_LIFE_MS).
+RECENCY_BASE = 0.5
 FUSED_WEIGHT = 0.95
 RECENCY_WEIGHT = 0.05
 SCORE_DECIMALS = 12
@@ -60,7 +62,7 @@ def recency(meta: DocMeta, now_ms: int) -> float:
 
 def recency_from(valid_from_ms: int, now_ms: int) -> float:
     """:func:`recency` of a record valid from ``valid_from_ms``."""
-    return 0.5 ** (max(0, now_ms - valid_from_ms) / HALF_LIFE_MS)
+    return RECENCY_BASE ** (max(0, now_ms - valid_from_ms) / HALF_LIFE_MS)
 
 
 def round_score(value: float) -> float:

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 
 from engram_api.search.v1 import search_pb2, search_pb2_grpc
-from engram_core.canonical import Encoded, canonicalize
+from engram_core.canonical import canonicalize
 from engram_core.digests import canonical_with_digest, digest, with_digest
 from engram_core.errors import Code, EngramError
 from engram_core.grpc_errors import rpc_boundary
@@ -112,7 +112,7 @@ def profile_config_digest(projection: ScopeProjection, semantic_json: bytes | No
     """The digest of :func:`search_service.ranking.profile_config` for the channels used:
     the lexical engine's config and, when the semantic channel ranked,
     :func:`semantic_config_json`."""
-    return _config_digest(canonicalize(dict(projection.index.profile_config())), semantic_json)
+    return _config_digest(projection.profile_config_json(), semantic_json)
 
 
 @functools.lru_cache(maxsize=64)
@@ -120,12 +120,6 @@ def _config_digest(lexical_json: bytes, semantic_json: bytes | None) -> str:
     """Per distinct engine config (a handful: one per language and channel set), not per search."""
     semantic = None if semantic_json is None else json.loads(semantic_json)
     return digest("rank", profile_config(json.loads(lexical_json), semantic))
-
-
-def _packet(part: dict[str, Any], hit: RankedHit) -> Encoded:
-    """A search packet in canonical JSON: the redacted record (its ``record`` already
-    :class:`Encoded`, see :meth:`ScopeProjection.packet_part`) with its score and rank."""
-    return Encoded.of({**part, "score": hit.score, "rank": hit.rank})
 
 
 class SearchServicer(search_pb2_grpc.SearchServiceServicer):
@@ -228,7 +222,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
         limit = args["limit"]
         window = ordering.hits[offset : offset + limit]
         # Each packet is serialised once: measured by the budget, then written verbatim.
-        packets = [_packet(projection.packet_part(hit.record_id, allowlist), hit) for hit in window]
+        packets = [projection.packet_part(hit.record_id, allowlist).fill(hit.score, hit.rank) for hit in window]
         cursor = str(projection.cursor)
         channels = [{"channel": "lexical", "index_cursor": cursor}]
         fields: dict[str, Any] = {}

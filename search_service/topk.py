@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from search_service import kernels
 from search_service.doctable import DocTable
-from search_service.ranking import FUSED_WEIGHT, RECENCY_WEIGHT, RRF_K, RankedHit, recency_from, round_score
+from search_service.ranking import FUSED_WEIGHT, HALF_LIFE_MS, RECENCY_BASE, RECENCY_WEIGHT, RRF_K, RankedHit
 
 _SCALE = 1e12
 _FIRST_WINDOW = 64
@@ -194,8 +194,7 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
             slots = seen[listed]
             positions = channel_ranks.ranks(slots, seen_keys[listed], channel_ranks.scores_of(slots))
             totals[listed] += 1.0 / (RRF_K + positions)
-        fresh = np.array([round_score(recency_from(start, now_ms)) for start in table.valid_from[seen].tolist()],
-                         np.float64)
+        fresh = kernels.recency(table.valid_from[seen], now_ms, RECENCY_BASE, HALF_LIFE_MS, _SCALE)
         fused = np.floor(np.minimum(1.0, totals * scale) * _SCALE + 0.5) / _SCALE
         score = np.floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
         order = np.lexsort((seen_keys, -fresh, -score))[:depth]

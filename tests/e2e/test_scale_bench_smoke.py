@@ -24,21 +24,33 @@ def test_scale_bench_runs_small() -> None:
     assert [name for name, _, _ in figures] == ["mcp search c=1", "mcp search c=4", "grpc search c=1"] * 2
     assert all(int(n) == 12 and float(p50) > 0 for _, n, p50 in figures)
     assert "search RSS" in out and "for 70 records" in out
+    # Where a loaded record's and a search's time goes: each process's CPU, largest first.
+    for label in ("cpu per loaded record", "cpu per mcp search c=1"):
+        found = re.search(rf"^{label} \(ms\): ((?:\w+=[\d.]+ ?)+)$", out, re.M)
+        assert found, label
+        shares = [float(part.split("=")[1]) for part in found.group(1).split()]
+        assert shares == sorted(shares, reverse=True) and {"storage", "search"} & {
+            part.split("=")[0] for part in found.group(1).split()}
     assert re.search(r"^## cold rebuild of the 30-record scope after a search restart: [\d.]+ s", out, re.M)
 
 
 def test_scale_bench_profiles_searches_and_the_rebuild(tmp_path: Path) -> None:
     """``--profile``: py-spy samples gateway, search and storage during MCP searches, and
-    search, storage and the MongoDB-protocol server during the cold rebuild."""
+    search, storage and the MongoDB-protocol server during the cold rebuild; ``--profile-load``
+    every process of the stack while the records load."""
     out = subprocess.run(
         [sys.executable, str(BENCH), "--sizes", "20", "--queries", "5", "--load-concurrency", "8",
-         "--profile", str(tmp_path), "--profile-seconds", "3"],
+         "--profile", str(tmp_path), "--profile-seconds", "3", "--profile-load", str(tmp_path / "load")],
         check=True, capture_output=True, text=True, timeout=600,
     ).stdout
     assert re.search(r"^## profile: \d+ MCP searches in 3 s", out, re.M)
     for name in ("client", "gateway", "search", "storage"):
         assert re.search(rf"^# {name}: busy samples \d+", out, re.M)
         assert (tmp_path / "20" / f"{name}.txt").exists()
+    loading = out[out.index("## load profile to 20 records"):out.index("## one scope, 20 records")]
+    for name in ("storage", "worker", "mongodb", "admission", "client"):
+        assert re.search(rf"^# {name}: busy samples [1-9]\d*", loading, re.M), name
+        assert (tmp_path / "load" / "20" / f"{name}.txt").stat().st_size > 0
     rebuild = out[out.index("## cold rebuild"):]
     for name in ("search", "storage", "mongodb"):
         assert re.search(rf"^# {name}: busy samples [1-9]\d*", rebuild, re.M), name

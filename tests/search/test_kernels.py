@@ -7,7 +7,7 @@ import pytest
 
 from search_service import kernels
 from search_service.doctable import OPEN, DocTable
-from search_service.ranking import DocMeta
+from search_service.ranking import HALF_LIFE_MS, RECENCY_BASE, DocMeta, recency_from, round_score
 
 K1, B = 1.2, 0.75
 
@@ -121,11 +121,29 @@ def test_rank_counts_are_exact_for_degenerate_spans(wanted: list[float]) -> None
     assert kernels.members(values, ordered, at, every).tolist() == np.flatnonzero(np.isin(values, ordered)).tolist()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_recency_is_round_score_of_recency_from_bit_for_bit(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    now = 1_790_000_000_000 + seed
+    ages = np.concatenate([
+        rng.integers(0, 10 * HALF_LIFE_MS, 20_000),  # the usual: up to ten half lives
+        rng.integers(0, 4_000, 2_000),  # fresh: recency just below 1
+        rng.integers(-10**12, 0, 500),  # valid in the future: age 0
+        HALF_LIFE_MS * np.arange(0, 1200, 7),  # exact half lives, down to underflow (0.0)
+        rng.integers(10**14, 10**15, 200),  # far past: 0.0
+    ])
+    valid_from = (now - ages).astype(np.int64)
+    got = kernels.recency(valid_from, now, RECENCY_BASE, HALF_LIFE_MS, 1e12)
+    want = [round_score(recency_from(int(v), now)) for v in valid_from.tolist()]
+    assert got.tolist() == want  # == on floats: bit for bit (no NaN here)
+    assert got.max() == 1.0 and got.min() == 0.0
+
+
 def test_warm_compiles_every_signature_the_service_calls() -> None:
     kernels.warm()
     # (positions is compiled into rank_counts; loaded from numba's cache, its own dispatcher
     # lists no signature, and the service never calls it directly)
     for kernel in (kernels.accumulate, kernels.eligible, kernels.hits_of, kernels.kth_largest, kernels.rank_counts,
-                   kernels.members):
+                   kernels.members, kernels.recency):
         assert kernel.signatures, kernel
     assert {str(sig[2].dtype) for sig in kernels.accumulate.signatures} >= {"uint8", "uint16", "int32", "float64"}

@@ -8,7 +8,10 @@ from engram_core.redaction import (
     redaction_receipt,
 )
 
+import pytest
+
 from engram_core.canonical import Encoded
+from search_service.packets import PacketPart
 from search_service.projection import ScopeProjection
 
 from .helpers import record
@@ -106,22 +109,40 @@ def _held(*records: dict) -> ScopeProjection:
     return projection
 
 
-def _fresh(rec: dict, allowlist: list[str] | None) -> dict:
-    """What a packet's record part is without the cache: project(), its record canonical."""
-    out = project(rec, allowlist)
-    return {**out, "record": Encoded.of(out["record"])}
+def _fresh(rec: dict, allowlist: list[str] | None, score: float, rank: int) -> Encoded:
+    """What a packet is without the cache: project(), with the score and rank, canonical."""
+    return Encoded.of({**project(rec, allowlist), "score": score, "rank": rank})
 
 
-def test_a_kept_packet_part_is_what_project_gives_by_the_same_allowlist():
+# Scores as the ranking publishes them (12 decimals at most), and the edges of the number format.
+SCORES = (0.0, 1.0, 0.5, 0.123456789012, 1e-12, 0.000001, 0.0000011, 0.95)
+
+
+def test_a_kept_packet_is_what_project_gives_by_the_same_allowlist():
     plain = full_record()
     mixed = {**record("mem_float", "text"), "weight": 0.25}  # a float: the full canonical encoder
-    projection = _held(plain, mixed)
-    for allowlist in (None, ["trust"], ["trust", "weight"]):
-        for rec in (plain, mixed):
+    astral = {**record("mem_astral", "text \U0001f600"), "\U0001f600": "x", "\uffff": "y"}  # UTF-16 key order
+    projection = _held(plain, mixed, astral)
+    for allowlist in (None, ["trust"], ["trust", "weight"], ["\U0001f600", "\uffff"]):
+        for rec in (plain, mixed, astral):
             first = projection.packet_part(rec["record_id"], allowlist)
-            assert first == _fresh(rec, allowlist)
+            for rank, score in enumerate(SCORES, start=1):
+                assert first.fill(score, rank) == _fresh(rec, allowlist, score, rank)
+            assert first.fill(0.5, 200) == _fresh(rec, allowlist, 0.5, 200)
             assert projection.packet_part(rec["record_id"], allowlist) is first  # kept
-    assert projection.parts_bytes == sum(len(part["record"].text) for _, part in projection.parts.values())
+    assert projection.parts_bytes == sum(len(part) for _, part in projection.parts.values())
+
+
+def test_a_packet_part_refuses_what_would_break_its_template():
+    with pytest.raises(ValueError):
+        PacketPart({"record": {}, "score": 1.0})
+    with pytest.raises(ValueError):  # only text given as already canonical could hold a marker raw
+        PacketPart({"record": Encoded('"\x00rank\x00"')})
+    # In a value the marker's characters are escaped (canonical JSON): a packet like any other.
+    part = {"record": {"text": "\x00rank\x00 \x00score\x00"}, "redacted_fields": []}
+    assert PacketPart(part).fill(0.25, 3) == Encoded.of({**part, "score": 0.25, "rank": 3})
+    with pytest.raises(TypeError):
+        PacketPart({"record": {}}).fill(0.5, True)
 
 
 def test_a_packet_part_goes_with_its_record_and_its_version():
@@ -131,7 +152,7 @@ def test_a_packet_part_goes_with_its_record_and_its_version():
     newer = {**rec, "trust": "verified"}
     projection.add(newer, cursor=2)  # a new version replaces the old one's part
     assert "mem_abc" not in projection.parts
-    assert projection.packet_part("mem_abc", None) == _fresh(newer, None)
+    assert projection.packet_part("mem_abc", None).fill(0.5, 1) == _fresh(newer, None, 0.5, 1)
     assert projection.remove("mem_abc")  # forget, withdraw, expiry: no redacted copy stays
     assert "mem_abc" not in projection.parts and projection.parts_bytes == 0
 

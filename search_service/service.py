@@ -25,9 +25,9 @@ from search_service.budget import CURSOR_FIELD, DIGEST_PLACEHOLDER, cursor_place
 from search_service.cursors import MAX_TOKEN_LENGTH, CursorCodec, CursorState
 from search_service.embedding import Embedder
 from search_service.projection import Projections, ScopeProjection, ScopeView
-from search_service.ranking import PROFILE, RankedHit, profile_config
+from search_service.ranking import PROFILE, profile_config
 from search_service.semantic import MIN_SIMILARITY, VectorIndex
-from search_service.topk import Channel, top_k
+from search_service.topk import Channel, Hits, top_k
 
 log = logging.getLogger("engram.search")
 
@@ -37,14 +37,15 @@ SEMANTIC_DISABLED = "semantic channel disabled by configuration"
 DEADLINE_MARGIN_SECONDS = 0.25
 DEFAULT_PINNED_HITS = 200
 DEFAULT_PAGE_CACHE_BYTES = 32 * 1024 * 1024
-# What one cached RankedHit costs (tuple, floats, ints; the record id string is shared).
-HIT_BYTES = 160
-ORDERING_BYTES = 200
+# What one pinned hit costs in the page cache (its slot in the id list and three binary64
+# values; the record id string is the projection's), and an ordering's own objects.
+HIT_BYTES = 40
+ORDERING_BYTES = 700
 
 
 @dataclass(frozen=True)
 class Ordering:
-    hits: tuple[RankedHit, ...]
+    hits: Hits
     candidate_count: int
     semantic: bool = False
 
@@ -96,7 +97,7 @@ class PageCache:
         if not record_ids:
             return 0
         with self._lock:
-            stale = [k for k, o in self._entries.items() if any(h.record_id in record_ids for h in o.hits)]
+            stale = [k for k, o in self._entries.items() if any(i in record_ids for i in o.hits.ids)]
             for key in stale:
                 self._bytes -= self._entries.pop(key).nbytes
             return len(stale)
@@ -210,7 +211,7 @@ class SearchServicer(search_pb2_grpc.SearchServiceServicer):
             if _ids_digest(ordering) != ids_digest:
                 raise EngramError(Code.STALE_PAGE)
             self._pages.put(ids_digest, ordering)
-        if any(hit.record_id not in projection.records for hit in ordering.hits):
+        if any(record_id not in projection.records for record_id in ordering.hits.ids):
             # A record of the pinned ordered set left accepted_current.
             raise EngramError(Code.STALE_PAGE)
         return ordering
@@ -299,4 +300,4 @@ def rank_scope(projection: ScopeProjection, query: str, embedder: Embedder | Non
 
 
 def _ids_digest(ordering: Ordering) -> str:
-    return digest("rank", {"ordered_ids": [hit.record_id for hit in ordering.hits]})
+    return digest("rank", {"ordered_ids": ordering.hits.ids})

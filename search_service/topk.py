@@ -20,7 +20,10 @@ equal on random corpora with one and two channels in tests/search/test_topk.py).
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -38,13 +41,67 @@ IntArray = npt.NDArray[np.int64]
 KeyArray = npt.NDArray[np.bytes_]
 
 
+class Hits(Sequence[RankedHit]):
+    """Ranked hits in final order (rank = position + 1), made :class:`RankedHit` only where
+    read: a search pins ``depth`` of them (200) and a page shows about ten. ``ids``: every
+    hit's record id, in order (the ordered-ids digest and the removal checks read only them).
+    Equal to any sequence of the same RankedHits."""
+
+    __slots__ = ("ids", "_scores", "_fused", "_recency")
+
+    def __init__(self, ids: list[str], scores: FloatArray, fused: FloatArray, recency: FloatArray) -> None:
+        if not len(ids) == len(scores) == len(fused) == len(recency):
+            raise ValueError("one score, fused value and recency per hit")
+        self.ids = ids
+        self._scores, self._fused, self._recency = scores, fused, recency
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> RankedHit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[RankedHit, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> RankedHit | tuple[RankedHit, ...]:
+        if isinstance(index, slice):
+            return tuple(self._hit(i) for i in range(*index.indices(len(self.ids))))
+        i = operator.index(index)
+        if i < 0:
+            i += len(self.ids)
+        if not 0 <= i < len(self.ids):
+            raise IndexError("hit index out of range")
+        return self._hit(i)
+
+    def _hit(self, i: int) -> RankedHit:
+        return tuple.__new__(RankedHit, (self.ids[i], float(self._scores[i]), i + 1, float(self._fused[i]),
+                                         float(self._recency[i])))
+
+    def __iter__(self) -> Iterator[RankedHit]:
+        return (self._hit(i) for i in range(len(self.ids)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Hits({list(self)!r})"
+
+
+_NO_HITS = Hits([], np.zeros(0), np.zeros(0), np.zeros(0))
+
+
 @dataclass(frozen=True, slots=True)
 class TopK:
     """``hits``: the best ``depth`` eligible records in final order. ``candidates``: how many
     eligible records matched in any channel (all were ranked; only the best are listed).
     ``examined``: how many records had to be looked at (a cost figure)."""
 
-    hits: tuple[RankedHit, ...]
+    hits: Hits
     candidates: int
     examined: int
 
@@ -172,7 +229,7 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
         listed = listed | channel.hits
     eligible, n = table.eligible(listed, now_ms, system_as_of)
     if n == 0:
-        return TopK((), 0, 0)
+        return TopK(_NO_HITS, 0, 0)
     ids, keys = table.ids, table.keys
     ranks = [_Ranks(channel.hits, eligible, n, channel.scores, keys) for channel in channels]
     scale = (RRF_K + 1) / len(channels)
@@ -203,14 +260,7 @@ def top_k(channels: list[Channel], table: DocTable, now_ms: int, system_as_of: i
             if len(top) < channel_ranks.n:
                 unseen += 1.0 / (RRF_K + len(top) + 1)
         if unseen == 0.0 or (len(order) == depth and float(score[order[-1]]) > _score(unseen * scale, 1.0)):
-            make = tuple.__new__
-            hits = tuple(
-                make(RankedHit, (record_id, s, i, f, r))
-                for i, (record_id, s, f, r) in enumerate(
-                    zip([ids[s] for s in seen[order].tolist()], score[order].tolist(), fused[order].tolist(),
-                        fresh[order].tolist()),
-                    start=1)
-            )
+            hits = Hits([ids[s] for s in seen[order].tolist()], score[order], fused[order], fresh[order])
             return TopK(hits, n, len(seen))
         window = 4 * window
 

@@ -257,3 +257,26 @@ def test_projection_compacts_after_many_removals_and_keeps_answers():
     expected = top_k([Channel.lexical(fresh.scores("harbour number3"))], fresh.table, NOW, total, 50)
     assert after.hits == expected.hits and after.candidates == expected.candidates
     assert not projection.remove("mem_unknown")
+
+
+def test_hits_are_ranked_hits_made_where_read() -> None:
+    """A pinned list's hits are RankedHits (rank = position + 1) wherever they are read: by
+    index, negative index, slice, iteration; equal to the same RankedHits in any sequence."""
+    from search_service.ranking import RankedHit
+    from search_service.topk import Hits
+
+    ids = ["mem_a", "mem_b", "mem_c"]
+    hits = Hits(ids, np.array([0.9, 0.5, 0.5]), np.array([1.0, 0.5, 0.4]), np.array([0.1, 1.0, 0.2]))
+    expected = (RankedHit("mem_a", 0.9, 1, 1.0, 0.1), RankedHit("mem_b", 0.5, 2, 0.5, 1.0),
+                RankedHit("mem_c", 0.5, 3, 0.4, 0.2))
+    assert len(hits) == 3 and hits.ids == ids
+    assert hits[0] == expected[0] and hits[-1] == expected[2] and hits[1:] == expected[1:] and hits[5:] == ()
+    assert tuple(hits) == expected and hits == expected and hits == list(expected)
+    assert hits != expected[:2] and hits != (*expected[:2], RankedHit("mem_c", 0.5, 3, 0.4, 0.25))
+    assert all(type(h.score) is float and type(h.rank) is int for h in hits)  # JSON-ready, not numpy scalars
+    with pytest.raises(IndexError):
+        hits[3]
+    with pytest.raises(IndexError):
+        hits[-4]
+    with pytest.raises(ValueError):
+        Hits(ids, np.zeros(2), np.zeros(3), np.zeros(3))

@@ -12,7 +12,10 @@ search process (``engram up`` restarts it) and times the cold rebuild of the lar
 ``--scopes N`` adds N more scopes of ``--scope-records`` each, times each one's first search
 (it builds the scope's projection), then measures the same figures with the searches spread
 over them round robin (one MCP host client per scope); ``--sizes ''`` skips the main scope
-(``--sizes '' --scopes 10`` is the 10 × 10k case). Figures only: nothing here asserts a time.
+(``--sizes '' --scopes 10`` is the 10 × 10k case). ``--state-dir DIR`` keeps the stack's
+databases in DIR: a later run on DIR (another commit, say) starts the stack on them and loads
+only what the main scope still lacks for each size, so 100k is loaded once, not per run.
+Figures only: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -283,6 +286,24 @@ def top_functions(path: Path, count: int = 25) -> list[str]:
     return [f"busy samples {busy}"] + [f"{100 * v / max(busy, 1):5.1f}% {k}" for k, v in ranked]
 
 
+class LoadedRecords:
+    """How many records the main scope of a kept stack (``--state-dir``) holds from earlier
+    runs: ``bench-loaded.json`` beside the stack's state, written after each size has loaded."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._path = state_dir / "bench-loaded.json"
+        self._count = json.loads(self._path.read_text())["main_scope_records"] if self._path.exists() else 0
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @count.setter
+    def count(self, value: int) -> None:
+        self._count = value
+        self._path.write_text(json.dumps({"main_scope_records": value}))
+
+
 def semantic_channel() -> str:
     """The search service's semantic channel as this environment sets it for ``engram up``."""
     on = os.environ.get("ENGRAM_SEMANTIC_CHANNEL", "true").strip().lower() not in ("false", "0", "no", "off")
@@ -301,6 +322,10 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     tag = uuid.uuid4().hex[:6]
     main_scope = Scope(DEV_TENANT, DEV_WORKSPACE, principal=PRINCIPAL, purpose_ref=PURPOSE,
                        signer=HostSigner.of_stack(stack))
+    loaded = LoadedRecords(stack.state_dir)
+    main_scope.records = loaded.count
+    for i in range(main_scope.records):  # the texts an earlier run loaded: the next ones follow on
+        corpus.text(i)
     search_pid = stack.pids()["search"]
     rss_empty = rss_mib(search_pid)
     print(f"# search scale bench: {versions()}")
@@ -311,20 +336,27 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     for size in opts.sizes:
         spies: list[asyncio.subprocess.Process] = []
         load_names = tuple(sorted({*stack.pids(), "client"}))
-        if opts.profile_load:
+        count = max(0, size - main_scope.records)
+        if opts.profile_load and count:
             spies = await start_spies(stack, load_names, opts.profile_load / str(size))
-        rate, load_cpu = await load(main_scope, corpus, size - main_scope.records, opts.load_concurrency, storage,
-                                    admission, tag, opts.progress, {"client": os.getpid(), **stack.pids()})
+        rate, load_cpu = await load(main_scope, corpus, count, opts.load_concurrency, storage, admission, tag,
+                                    opts.progress, {"client": os.getpid(), **stack.pids()})
+        loaded.count = main_scope.records
         if spies:
             print(f"## load profile to {size} records (py-spy, collapsed stacks in {opts.profile_load / str(size)})")
             for line in await stop_spies(spies, load_names, opts.profile_load / str(size)):
                 print(line)
         figures = await measure(stack, [main_scope], corpus, opts.queries, search)
         rss = rss_mib(search_pid)
-        print(f"## one scope, {size} records (load {rate:.1f} records/s through storage + admission gRPC)")
-        print(cpu_line("cpu per loaded record", load_cpu))
+        if count:
+            print(f"## one scope, {main_scope.records} records (load {rate:.1f} records/s through storage + admission "
+                  f"gRPC)")
+            print(cpu_line("cpu per loaded record", load_cpu))
+        else:
+            print(f"## one scope, {main_scope.records} records (held in {stack.state_dir} from an earlier run)")
         print_figures(figures)
-        print(f"search RSS {rss:.1f} MiB: {(rss - rss_empty) * 2**20 / size:.0f} B/record over the empty process")
+        print(f"search RSS {rss:.1f} MiB: {(rss - rss_empty) * 2**20 / main_scope.records:.0f} B/record over the "
+              f"empty process")
         if opts.profile:
             for line in await profile(stack, main_scope, corpus, opts.profile_seconds, opts.profile / str(size)):
                 print(line)
@@ -373,12 +405,16 @@ def main() -> int:
     parser.add_argument("--profile-seconds", type=float, default=20.0)
     parser.add_argument("--profile-load", type=Path,
                         help="profile every process of the stack with py-spy while each size loads, into this folder")
+    parser.add_argument("--state-dir", type=Path,
+                        help="keep the stack (its databases) in this folder instead of a temporary one; a later run "
+                             "with the same folder tops the main scope up to each size instead of loading it again")
     opts = parser.parse_args()
     if opts.sizes != sorted(opts.sizes):
         parser.error("--sizes must grow")
     env = {k: v for k, v in os.environ.items() if k not in ("ENGRAM_MONGO_URL", "ENGRAM_REDIS_URL")}
-    with tempfile.TemporaryDirectory() as tmp:
-        stack = spawn_up(Path(tmp) / "engram", free_port(), env)
+    with contextlib.ExitStack() as cleanup:
+        state_dir = opts.state_dir or Path(cleanup.enter_context(tempfile.TemporaryDirectory())) / "engram"
+        stack = spawn_up(state_dir, free_port(), env)
         try:
             asyncio.run(run(opts, stack))
         finally:

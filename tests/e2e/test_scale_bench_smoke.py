@@ -65,3 +65,23 @@ def test_mcp_floor_bench_runs_small() -> None:
     names = re.findall(r"^(echo c=1|echo c=4|structured c=1|structured c=4) +n=10 +p50=[\d.]+ms", out, re.M)
     assert names == ["echo c=1", "echo c=4", "structured c=1", "structured c=4"]
     assert "# server RSS" in out and "mcp=" in out
+
+
+def test_scale_bench_keeps_its_stack_and_tops_it_up(tmp_path: Path) -> None:
+    """``--state-dir``: the stack's databases outlive the run; the next run on the same folder
+    measures what is held and loads only what the main scope lacks for each size."""
+    def run(sizes: str) -> str:
+        return subprocess.run(
+            [sys.executable, str(BENCH), "--sizes", sizes, "--queries", "5", "--load-concurrency", "8",
+             "--state-dir", str(tmp_path / "stack")],
+            check=True, capture_output=True, text=True, timeout=600,
+        ).stdout
+
+    first = run("20")
+    assert re.search(r"^## one scope, 20 records \(load [\d.]+ records/s", first, re.M)
+    second = run("20,30")
+    assert f"## one scope, 20 records (held in {tmp_path / 'stack'} from an earlier run)" in second
+    assert re.search(r"^## one scope, 30 records \(load [\d.]+ records/s", second, re.M)
+    assert "cpu per loaded record" in second  # only for the size that loaded
+    assert re.search(r"^## cold rebuild of the 30-record scope", second, re.M)
+    assert (tmp_path / "stack" / "bench-loaded.json").read_text() == '{"main_scope_records": 30}'

@@ -21,6 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 _JIT = {"nogil": True, "cache": True, "fastmath": False, "error_model": "numpy"}
+# An absent bound (search_service.doctable.OPEN).
+OPEN_VALUE = int(np.iinfo(np.int64).max)
 
 
 @numba.njit(**_JIT)
@@ -46,6 +48,43 @@ def eligible(listed: npt.NDArray[np.bool_], alive: npt.NDArray[np.bool_], accept
     for slot in range(listed.shape[0]):
         if (listed[slot] and alive[slot] and accepted_at[slot] <= system_as_of and valid_from[slot] <= now_ms
                 and valid_to[slot] >= now_ms and expires[slot] > now_ms):
+            out[slot] = True
+            count += 1
+    return out, count
+
+
+@numba.njit(**_JIT)
+def eligible_until(alive: npt.NDArray[np.bool_], accepted_at: npt.NDArray[np.int64],
+                   valid_from: npt.NDArray[np.int64], valid_to: npt.NDArray[np.int64],
+                   expires: npt.NDArray[np.int64], size: int, now_ms: int,
+                   open_value: int) -> tuple[npt.NDArray[np.bool_], int]:
+    """The slots ``< size`` that :func:`eligible` admits at ``now_ms`` for every listed slot
+    and any pin at or after every ``accepted_at``, and the first instant after ``now_ms`` at
+    which that set can change (``open_value``: never): a record's window opens at its
+    ``valid_from`` and closes after its ``valid_to`` or at its ``expires``."""
+    out = np.zeros(size, np.bool_)
+    until = open_value
+    for slot in range(size):
+        if not alive[slot]:
+            continue
+        start, end, gone = valid_from[slot], valid_to[slot], expires[slot]
+        if start > now_ms:
+            until = min(until, start)
+        if end >= now_ms and end != open_value:
+            until = min(until, end + 1)
+        if gone > now_ms:
+            until = min(until, gone)
+        out[slot] = start <= now_ms and end >= now_ms and gone > now_ms
+    return out, until
+
+
+@numba.njit(**_JIT)
+def listed_in(listed: npt.NDArray[np.bool_], window: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], int]:
+    """``listed & window`` over ``window``'s slots and how many are set (``listed`` may be longer)."""
+    out = np.zeros(listed.shape[0], np.bool_)
+    count = 0
+    for slot in range(window.shape[0]):
+        if listed[slot] and window[slot]:
             out[slot] = True
             count += 1
     return out, count
@@ -223,6 +262,8 @@ def warm() -> None:
     listed = np.ones(4, np.bool_)
     column = np.zeros(4, np.int64)
     mask, count = eligible(listed, listed, column, column, column, column + 1, 0, 0)
+    window, _ = eligible_until(listed, column, column, column, column + 1, 4, 0, OPEN_VALUE)
+    listed_in(listed, window)
     _, _, values, _ = hits_of(listed, mask, acc, count)
     kth_largest(values, 1)
     _, equal, at = rank_counts(values, values[:1])

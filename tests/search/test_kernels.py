@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
@@ -56,6 +58,42 @@ def test_eligible_is_the_rule_at_every_boundary() -> None:
     assert mask.tolist() == expected
     assert count == sum(expected)
     assert int(table.valid_to[0]) == OPEN
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_kept_eligibility_window_answers_as_the_full_pass(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DocTable.eligible keeps the slots valid at an instant until the next instant a record's
+    validity or retention begins or ends (for pins at or after every acceptance): through
+    adds, removals, compactions, a clock moving a millisecond at a time (every boundary is
+    met), standing still or going back, and older pins, it answers what the full pass does."""
+    builds = []
+    real = kernels.eligible_until
+    monkeypatch.setattr(kernels, "eligible_until", lambda *args: builds.append(1) or real(*args))
+    rng = random.Random(seed)
+    table, now, cursor, added, asked = DocTable(), 1_000_000, 0, 0, 0
+    for _ in range(1500):
+        op = rng.random()
+        if op < 0.2 or len(table) == 0:
+            cursor += 1
+            start = now + rng.randint(-40, 40)
+            end = None if rng.random() < 0.5 else start + rng.randint(-5, 60)
+            expires = None if rng.random() < 0.6 else now + rng.randint(-10, 70)
+            table.add(DocMeta(f"mem_{added:04d}", start, end, expires), cursor)
+            added += 1
+        elif op < 0.25:
+            table.remove(rng.choice([table.ids[s] for s in range(table.size) if table.alive[s]]))
+        elif op < 0.27:
+            table.compact()
+        else:
+            now += rng.choice([0, 1, 1, 1, 2, 3, 7, -2])
+            pin = cursor if rng.random() < 0.85 else rng.randint(0, cursor)
+            listed = np.array([rng.random() < 0.8 for _ in range(table.size + rng.randint(0, 3))], np.bool_)
+            got, count = table.eligible(listed, now, pin)
+            want, want_count = kernels.eligible(listed, table.alive, table.accepted_at, table.valid_from,
+                                                table.valid_to, table.expires, now, pin)
+            assert got.tolist() == want.tolist() and count == want_count
+            asked += 1
+    assert 0 < len(builds) < asked / 2  # kept windows were reused
 
 
 def test_hits_of_lists_eligible_hits_with_their_scores_and_flags_non_finite() -> None:
@@ -144,6 +182,6 @@ def test_warm_compiles_every_signature_the_service_calls() -> None:
     # (positions is compiled into rank_counts; loaded from numba's cache, its own dispatcher
     # lists no signature, and the service never calls it directly)
     for kernel in (kernels.accumulate, kernels.eligible, kernels.hits_of, kernels.kth_largest, kernels.rank_counts,
-                   kernels.members, kernels.recency):
+                   kernels.members, kernels.recency, kernels.eligible_until, kernels.listed_in):
         assert kernel.signatures, kernel
     assert {str(sig[2].dtype) for sig in kernels.accumulate.signatures} >= {"uint8", "uint16", "int32", "float64"}

@@ -280,3 +280,19 @@ def test_hits_are_ranked_hits_made_where_read() -> None:
         hits[-4]
     with pytest.raises(ValueError):
         Hits(ids, np.zeros(2), np.zeros(3), np.zeros(3))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kth_largest_is_numpy_partition_whatever_the_order(seed: int) -> None:
+    """The sampled threshold's k-th largest equals np.partition's on random, ascending,
+    descending, tied and tiny inputs, at every edge of k (both of its paths are taken)."""
+    rng = np.random.default_rng(seed)
+    for n in (2, 3, 40, 1_000, 20_000):
+        base = rng.random(n) * 10
+        # the last: the sample holds the largest values, so fewer than k reach its threshold
+        for values in (base, np.sort(base), np.sort(base)[::-1], np.round(base), np.zeros(n) + 0.5,
+                       np.r_[np.zeros(n - 1), 1.0], np.where(np.arange(n) % topk._SAMPLE_STEP == 0, 100 + base, base)):
+            values = np.ascontiguousarray(values)
+            for k in {1, 2, n // 3 or 1, max(1, n - 2), n - 1} - {0, n}:
+                want = np.partition(values, n - k)[n - k]
+                assert topk.kth_largest(values, k) == want, (n, k)

@@ -21,8 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 _JIT = {"nogil": True, "cache": True, "fastmath": False, "error_model": "numpy"}
-# An absent bound (search_service.doctable.OPEN).
-OPEN_VALUE = int(np.iinfo(np.int64).max)
 
 
 @numba.njit(**_JIT)
@@ -262,7 +260,7 @@ def warm() -> None:
     listed = np.ones(4, np.bool_)
     column = np.zeros(4, np.int64)
     mask, count = eligible(listed, listed, column, column, column, column + 1, 0, 0)
-    window, _ = eligible_until(listed, column, column, column, column + 1, 4, 0, OPEN_VALUE)
+    window, _ = eligible_until(listed, column, column, column, column + 1, 4, 0, int(np.iinfo(np.int64).max))
     listed_in(listed, window)
     _, _, values, _ = hits_of(listed, mask, acc, count)
     kth_largest(values, 1)

@@ -121,7 +121,7 @@ def rank(
     for doc_id, total in raw.items():
         meta = metas[doc_id]
         fused = floor(min(1.0, total * scale) * _SCALE + 0.5) / _SCALE
-        fresh = floor(0.5 ** (max(0, now_ms - meta.valid_from_ms) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
+        fresh = floor(RECENCY_BASE ** (max(0, now_ms - meta.valid_from_ms) / HALF_LIFE_MS) * _SCALE + 0.5) / _SCALE
         score = floor((FUSED_WEIGHT * fused + RECENCY_WEIGHT * fresh) * _SCALE + 0.5) / _SCALE
         keyed.append((-score, -fresh, meta.record_id, fused))
     keyed.sort()

@@ -9,8 +9,9 @@ and bound by a redaction receipt (digest kind ``redaction``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
-from engram_core.digests import with_digest
+from engram_core.digests import digest, with_digest
 
 DEFAULT_ALLOWLIST = (
     "record_id",
@@ -33,9 +34,28 @@ def json_pointer(field: str) -> str:
 
 def effective_allowlist(allowlist: Iterable[str] | None = None) -> list[str]:
     """The allowlist actually applied: the default when None, plus ``record_id``; sorted."""
+    return list(_effective(_key(allowlist))[1])
+
+
+def _key(allowlist: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if allowlist is None else tuple(allowlist)
+
+
+@lru_cache(maxsize=256)
+def _effective(allowlist: tuple[str, ...] | None) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The effective allowlist as a set and sorted (a scope's allowlist is asked for on every
+    packet it redacts: worked out once per distinct allowlist)."""
     fields = set(DEFAULT_ALLOWLIST if allowlist is None else allowlist)
     fields.add("record_id")
-    return sorted(fields)
+    return frozenset(fields), tuple(sorted(fields))
+
+
+def _redact(record: Mapping[str, object], allowed: frozenset[str]) -> tuple[dict[str, object], list[str]]:
+    if "record_id" not in record:
+        raise ValueError("record without record_id")
+    projected = {name: value for name, value in record.items() if name in allowed}
+    redacted = sorted(json_pointer(name) for name in record if name not in allowed)
+    return projected, redacted
 
 
 def redact(
@@ -45,12 +65,7 @@ def redact(
 
     The projection keeps the record's member order and shares (does not copy) nested values.
     """
-    if "record_id" not in record:
-        raise ValueError("record without record_id")
-    allowed = set(effective_allowlist(allowlist))
-    projected = {name: value for name, value in record.items() if name in allowed}
-    redacted = sorted(json_pointer(name) for name in record if name not in allowed)
-    return projected, redacted
+    return _redact(record, _effective(_key(allowlist))[0])
 
 
 def redaction_receipt(
@@ -72,10 +87,12 @@ def project(
 
     Returns ``{record, redacted_fields, redaction_receipt_digest}``.
     """
-    projected, redacted = redact(record, allowlist)
-    receipt = redaction_receipt(str(record["record_id"]), redacted, allowlist)
+    allowed, ordered = _effective(_key(allowlist))
+    projected, redacted = _redact(record, allowed)
+    # The digest redaction_receipt() sets, of the same receipt body.
+    body = {"record_id": str(record["record_id"]), "allowlist": list(ordered), "redacted_fields": redacted}
     return {
         "record": projected,
         "redacted_fields": redacted,
-        "redaction_receipt_digest": receipt["receipt_digest"],
+        "redaction_receipt_digest": digest("redaction", body),
     }

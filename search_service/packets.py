@@ -18,6 +18,9 @@ from engram_core.canonical import Encoded, canonicalize, format_number
 # Markers: a control character never appears unescaped in canonical JSON, so each one's
 # position in the text is exactly where its value goes.
 _RANK, _SCORE = "\x00rank\x00", "\x00score\x00"
+# The members of a part as ScopeProjection.packet_part makes it, in canonical order ("rank"
+# sorts before "record", "redaction_receipt_digest" before "score").
+_MEMBERS = ("record", "redacted_fields", "redaction_receipt_digest")
 
 
 class PacketPart:
@@ -29,7 +32,15 @@ class PacketPart:
         """``part``: the redacted part (``record`` may already be :class:`Encoded`)."""
         if "score" in part or "rank" in part:
             raise ValueError("a packet part holds neither score nor rank")
-        text = canonicalize({**part, "score": Encoded(_SCORE), "rank": Encoded(_RANK)}).decode("utf-8")
+        record = part.get("record")
+        if len(part) == len(_MEMBERS) and isinstance(record, Encoded) and all(name in part for name in _MEMBERS):
+            # A projection's part (its record already canonical): written member by member,
+            # the bytes canonicalize() writes for the whole, without its walk of the part.
+            text = "".join(('{"rank":', _RANK, ',"record":', record.text, ',"redacted_fields":',
+                            canonicalize(part["redacted_fields"]).decode("utf-8"), ',"redaction_receipt_digest":',
+                            canonicalize(part["redaction_receipt_digest"]).decode("utf-8"), ',"score":', _SCORE, "}"))
+        else:
+            text = canonicalize({**part, "score": Encoded(_SCORE), "rank": Encoded(_RANK)}).decode("utf-8")
         # "rank" sorts before "score": the text is head, rank, middle, score, tail.
         head, rank, rest = text.partition(_RANK)
         middle, score, tail = rest.partition(_SCORE)

@@ -92,6 +92,23 @@ def test_project_shape():
     }
 
 
+def test_project_agrees_with_redact_and_the_receipt_for_every_allowlist_shape():
+    rec = full_record()
+    for allowlist in (None, [], ["trust"], ("trust", "trust"), iter(["citations", "a/b"]), list(rec), DEFAULT_ALLOWLIST):
+        fields = None if allowlist is None else list(allowlist)
+        projected, redacted = redact(rec, fields)
+        assert project(rec, fields) == {
+            "record": projected, "redacted_fields": redacted,
+            "redaction_receipt_digest": redaction_receipt("mem_abc", redacted, fields)["receipt_digest"]}
+
+
+def test_the_effective_allowlist_is_a_fresh_list_each_time():
+    first = effective_allowlist(["trust"])
+    first.append("retention")  # a caller's change reaches no later answer (they are worked out once)
+    assert effective_allowlist(["trust"]) == ["record_id", "trust"]
+    assert "/retention" in redact(full_record(), ["trust"])[1]
+
+
 def test_search_library_reexports_the_shared_implementation():
     from engram_core import redaction as core
     from search_service import redaction as search
@@ -143,6 +160,23 @@ def test_a_packet_part_refuses_what_would_break_its_template():
     assert PacketPart(part).fill(0.25, 3) == Encoded.of({**part, "score": 0.25, "rank": 3})
     with pytest.raises(TypeError):
         PacketPart({"record": {}}).fill(0.5, True)
+
+
+def test_a_projections_part_written_member_by_member_is_the_canonical_packet():
+    """ScopeProjection's parts (record already Encoded, the two other members) skip the walk:
+    the same bytes as canonicalising the whole packet, whatever the strings hold."""
+    records = ({"record_id": "mem_a", "text": "plain"}, {"record_id": "mem_b", "weight": 0.25},
+               {"record_id": "mem_c", "\U0001f600": "x", "\uffff": "y", "q": "\"\\\n\x01\x7f"})
+    fields_cases = ([], ["/retention"], ["/a~1b", "/c~0d", '/"quoted"', "/\U0001f600", "/\uffff", "/\x1f"])
+    for rec in records:
+        for fields in fields_cases:
+            for text in (Encoded.of(rec), Encoded.of(rec, plain="weight" not in rec and "q" not in rec)):
+                part = {"record": text, "redacted_fields": fields, "redaction_receipt_digest": "sha256:" + "0" * 64}
+                reference = {"record": rec, "redacted_fields": fields, "redaction_receipt_digest": "sha256:" + "0" * 64}
+                for rank, score in ((1, 0.0), (7, 0.123456789012), (200, 1e-12)):
+                    assert PacketPart(part).fill(score, rank) == Encoded.of({**reference, "score": score, "rank": rank})
+    with pytest.raises(ValueError):  # a marker in a record handed over as canonical: refused as before
+        PacketPart({"record": Encoded('"\x00score\x00"'), "redacted_fields": [], "redaction_receipt_digest": "d"})
 
 
 def test_a_packet_part_goes_with_its_record_and_its_version():

@@ -8,6 +8,7 @@ import math
 import os
 import platform
 import statistics
+import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -59,6 +60,38 @@ def versions(extra: Sequence[str] = ()) -> str:
             if name in extra:
                 found.append(f"{name}=absent")
     return f"python={platform.python_version()} " + " ".join(found)
+
+
+REFERENCE_ADDITIONS = 1_000_000
+
+
+def reference_loop_seconds(repeats: int = 3) -> float:
+    """The best of ``repeats`` timings of a plain Python loop of :data:`REFERENCE_ADDITIONS`
+    additions: a speed reference printed beside a bench's figures, since machines of the same
+    kind differ by up to 2x from day to day (lower is faster)."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        total = 0
+        for i in range(REFERENCE_ADDITIONS):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def machine() -> str:
+    """Cores, CPU model, the reference loop and the load average, for a bench's header."""
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"cores={os.cpu_count()} cpu={model!r} reference_loop={reference_loop_seconds() * 1000:.0f}ms"
+            f" ({REFERENCE_ADDITIONS:,} Python additions; lower is faster) load1={load:.2f}")
 
 
 def report(name: str, samples_ms: list[float], wall_seconds: float) -> str:

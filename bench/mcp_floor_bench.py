@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import report, rss_mib, versions  # noqa: E402
+from bench.common import machine, report, rss_mib, versions  # noqa: E402
 from engram_cli.datastores import free_port  # noqa: E402
 
 OUTPUT_SCHEMA: dict[str, Any] = {
@@ -126,6 +126,7 @@ def main() -> int:
         url = f"http://127.0.0.1:{port}/mcp"
         asyncio.run(wait_up(f"http://127.0.0.1:{port}/"))
         print(f"# mcp floor bench: {versions(('uvicorn', 'starlette', 'httpx'))}")
+        print(f"# machine: {machine()}")
         print(f"# data: calls={opts.calls} reply={opts.reply_bytes} bytes, one client, one server process")
         asyncio.run(drive(url, opts.calls))
         print(f"# server RSS {rss_mib(server.pid):.1f} MiB")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE  # noqa: E402
+from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE, machine  # noqa: E402
 from engram_core.canonical import canonicalize  # noqa: E402
 from engram_core.schemas.validate import with_defaults  # noqa: E402
 from engram_hostkit.examples import make_search_args  # noqa: E402
@@ -231,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding-threads", type=int, default=2)
     args = parser.parse_args(argv)
     embedder = Embedder.load(args.embedding_threads) if args.semantic else None
+    if not args.json:
+        print(f"# machine: {machine()}")
     for n in args.n or [1000, 10000]:
         result = run(n, args.queries, args.seed, args.tracemalloc, args.gc_freeze, embedder, args.embed_distinct)
         if args.json:

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import grpc  # noqa: E402
 
-from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE, HostSigner, Scope, capture_and_admit, cpu_seconds, report, rss_mib, versions  # noqa: E402
+from bench.common import BENCH_PRINCIPAL, BENCH_PURPOSE, HostSigner, Scope, capture_and_admit, cpu_seconds, machine, report, rss_mib, versions  # noqa: E402
 from bench.search_bench import make_vocabulary  # noqa: E402
 from engram_api.admission.v1 import admission_pb2_grpc  # noqa: E402
 from engram_api.search.v1 import search_pb2, search_pb2_grpc  # noqa: E402
@@ -329,6 +329,7 @@ async def run(opts: argparse.Namespace, stack: SpawnedStack) -> None:
     search_pid = stack.pids()["search"]
     rss_empty = rss_mib(search_pid)
     print(f"# search scale bench: {versions()}")
+    print(f"# machine: {machine()}")
     print(f"# data: sizes={opts.sizes} queries={opts.queries} load_concurrency={opts.load_concurrency} "
           f"texts=12-50 Zipf words of 20k, queries=2-4 Zipf words, page limit 10, one search replica, "
           f"semantic channel {semantic_channel()}")

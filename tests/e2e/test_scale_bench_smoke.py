@@ -65,6 +65,7 @@ def test_mcp_floor_bench_runs_small() -> None:
     names = re.findall(r"^(echo c=1|echo c=4|structured c=1|structured c=4) +n=10 +p50=[\d.]+ms", out, re.M)
     assert names == ["echo c=1", "echo c=4", "structured c=1", "structured c=4"]
     assert "# server RSS" in out and "mcp=" in out
+    assert re.search(r"^# machine: cores=\d+ cpu='.*' reference_loop=\d+ms .* load1=[\d.]+$", out, re.M)
 
 
 def test_scale_bench_keeps_its_stack_and_tops_it_up(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ outcome of ``tools/call`` is an envelope (SPEC §4).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -271,7 +270,7 @@ class Dispatcher:
             request = search_pb2.SearchRequest(caller=caller, arguments_json=canonicalize(args),
                                                policy_json=policy.policy_json, head_cursor=policy.head_cursor)
             reply = await self._backends.call(SEARCH, "Search", request, timeout)
-            return json.loads(reply.value_json)
+            return envelope.ParsedValue.parse(reply.value_json)
         request = storage_pb2.GetRecordRequest(caller=caller, record_id=args["record_id"])
         reply = await self._backends.call(STORAGE, "GetRecord", request, timeout)
         return build_get_value(reply, ctx, policy.policy, args["max_packet_bytes"])
@@ -296,7 +295,7 @@ class Dispatcher:
                 evidence_json=canonicalize(arguments["evidence"]),
             )
             reply = await b.call(STORAGE, "Capture", request, timeout)
-            return json.loads(reply.value_json)
+            return envelope.ParsedValue.parse(reply.value_json)
         if name == "engram_memory_request_admission":
             request = admission_pb2.RequestAdmissionRequest(
                 caller=caller,
@@ -305,7 +304,7 @@ class Dispatcher:
                 operation_digest=op_digest,
             )
             reply = await b.call(ADMISSION, "RequestAdmission", request, timeout)
-            return json.loads(reply.value_json)
+            return envelope.ParsedValue.parse(reply.value_json)
         assert grant is not None
         transition = storage_pb2.TransitionRequest(
             caller=caller,
@@ -316,6 +315,6 @@ class Dispatcher:
         )
         method = "Withdraw" if name == "engram_memory_withdraw" else "Forget"
         reply = await b.call(STORAGE, method, transition, timeout)
-        return json.loads(reply.value_json)
+        return envelope.ParsedValue.parse(reply.value_json)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -20,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
+from engram_core import envelope
 from engram_core.errors import ProtocolRefusal
 from engram_core.hosts import INVALID, MISSING, OK, HostRegistry
 from engram_core.schemas.tools import TOOLS
@@ -83,9 +83,8 @@ async def _sdk_cancellation() -> None:
 
 
 def _call_result(result: dict[str, Any]) -> types.CallToolResult:
-    text = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
+        content=[types.TextContent(type="text", text=envelope.text_copy(result))],
         structured_content=result,
         is_error=not result["ok"],
     )

@@ -3,6 +3,7 @@ tools refused, confirmation-required capture, deadlines, and the Engram-Context 
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -153,3 +154,27 @@ def test_a_plain_text_refusal_becomes_a_json_rpc_error(stack: RunningStack) -> N
                        headers={"content-type": "text/FRAGMENT", "accept": "application/json"})
     assert reply.status_code == 400 and b"FRAGMENT" not in reply.content
     assert reply.json()["error"] == {"code": -32600, "message": "Invalid Request"}
+
+
+async def test_every_result_is_its_envelope_with_an_identical_json_text_copy(stack: RunningStack) -> None:
+    """SPEC §4 through the official client: ``structuredContent`` is the envelope, the only
+    ``content`` item is a JSON text of the same value, and ``isError`` is ``!ok`` — for a search
+    (its value spliced in as the search service wrote it), a capture, a failed get and a refusal."""
+    async with connect(stack, "http") as memory:
+        await memory.call(CAPTURE, make_capture_args(idempotency_key=f"text-copy-{uuid.uuid4().hex}", purpose_ref=PURPOSE))
+        calls = [
+            (SEARCH, make_search_args("anything Grüße", PURPOSE), memory.context()),
+            (CAPTURE, make_capture_args(idempotency_key=f"text-copy-{uuid.uuid4().hex}", purpose_ref=PURPOSE), memory.context()),
+            (GET, make_get_args("mem_" + "a" * 52, PURPOSE), memory.context()),
+            (SEARCH, make_search_args("anything", PURPOSE), memory.context(deadline_ms=now_ms() - 1000)),
+        ]
+        seen = set()
+        for tool, args, context in calls:
+            result = await memory.mcp.call_tool(tool, args, meta={CONTEXT_META_KEY: context})
+            structured = result.structured_content
+            assert isinstance(structured, dict) and len(result.content) == 1
+            (item,) = result.content
+            assert item.type == "text" and json.loads(item.text) == structured
+            assert result.is_error is (not structured["ok"])
+            seen.add(structured["ok"])
+        assert seen == {True, False}

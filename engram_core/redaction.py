@@ -68,16 +68,17 @@ def redact(
     return _redact(record, _effective(_key(allowlist))[0])
 
 
+def _receipt_body(record_id: str, redacted_fields: list[str], ordered: tuple[str, ...]) -> dict[str, object]:
+    """The redaction receipt without its digest (``ordered``: the effective allowlist)."""
+    return {"record_id": record_id, "allowlist": list(ordered), "redacted_fields": list(redacted_fields)}
+
+
 def redaction_receipt(
     record_id: str, redacted_fields: list[str], allowlist: Iterable[str] | None = None
 ) -> dict[str, object]:
     """``{record_id, allowlist, redacted_fields, receipt_digest}`` with its self-digest."""
-    receipt = {
-        "record_id": record_id,
-        "allowlist": effective_allowlist(allowlist),
-        "redacted_fields": list(redacted_fields),
-    }
-    return with_digest("redaction", receipt, "receipt_digest")
+    body = _receipt_body(record_id, redacted_fields, _effective(_key(allowlist))[1])
+    return with_digest("redaction", body, "receipt_digest")
 
 
 def project(
@@ -89,8 +90,8 @@ def project(
     """
     allowed, ordered = _effective(_key(allowlist))
     projected, redacted = _redact(record, allowed)
-    # The digest redaction_receipt() sets, of the same receipt body.
-    body = {"record_id": str(record["record_id"]), "allowlist": list(ordered), "redacted_fields": redacted}
+    # The digest redaction_receipt() sets, without its copy of the receipt.
+    body = _receipt_body(str(record["record_id"]), redacted, ordered)
     return {
         "record": projected,
         "redacted_fields": redacted,
